@@ -1,0 +1,944 @@
+"""The SQL store: SQLite (embedded default) or PostgreSQL through SQLAlchemy Core.
+
+Each public coroutine is one short transaction run on the store's own threads: one thread
+for SQLite (its single writer, so transactions never wait on each other's locks), a small
+pool for PostgreSQL. Rows that workers race on (stack, resource) are written with
+compare-and-swap on ``atomic_key``; sync point reports are keyed by sender so a duplicate
+counts once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError, OperationalError
+
+from converge.adapters.sql import tables as t
+from converge.core.states import Action, Status
+from converge.core.traversal import GraphNode
+from converge.errors import Conflict, NotFound, StoreError
+from converge.records import (
+    EventRecord,
+    NewEvent,
+    NewResource,
+    Report,
+    ResourceRecord,
+    ServiceRecord,
+    StackRecord,
+    TemplateRecord,
+)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+
+# Columns read on the hot path: never the traversal graph, which can be megabytes.
+_STACK_COLUMNS = [c for c in t.stack.c if c.name != "current_deps"]
+
+
+def sqlite_url(path: str | os.PathLike[str]) -> str:
+    return f"sqlite:///{Path(path).resolve()}"
+
+
+class SqlStore:
+    """The store port over a SQLAlchemy engine."""
+
+    def __init__(self, engine: Engine, *, clock: Callable[[], float] = time.time) -> None:
+        self._engine = engine
+        self._clock = clock
+        self.is_sqlite = engine.dialect.name == "sqlite"
+        workers = (
+            1
+            if self.is_sqlite
+            else max(2, engine.pool.size() if hasattr(engine.pool, "size") else 4)
+        )
+        self._executor = ThreadPoolExecutor(
+            max_workers=workers, thread_name_prefix="converge-store"
+        )
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, url: str, *, clock: Callable[[], float] = time.time) -> SqlStore:
+        """Connect, bring the schema up to date, and return the store."""
+        try:
+            engine = _create_engine(url)
+            store = cls(engine, clock=clock)
+            store.migrate()
+        except OperationalError as exc:
+            raise StoreError(f"cannot open the database {_safe_url(url)}: {exc.orig}") from exc
+        return store
+
+    def migrate(self) -> None:
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS))
+        with self._engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, "head")
+
+    async def close(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._executor, self._engine.dispose)
+        self._executor.shutdown(wait=True)
+
+    @property
+    def url(self) -> str:
+        return _safe_url(str(self._engine.url))
+
+    async def _run(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(
+                self._executor, functools.partial(fn, *args, **kwargs)
+            )
+        except OperationalError as exc:
+            raise StoreError(f"database error: {exc.orig}") from exc
+
+    def _tx(self) -> Any:
+        return self._engine.begin()
+
+    def _insert_ignore(self, table: sa.Table) -> Any:
+        if self.is_sqlite:
+            return sqlite.insert(table).on_conflict_do_nothing()
+        if self._engine.dialect.name == "postgresql":
+            return postgresql.insert(table).on_conflict_do_nothing()
+        raise StoreError(f"unsupported database {self._engine.dialect.name}")
+
+    # --- templates -------------------------------------------------------------------
+
+    async def add_template(
+        self,
+        stack_id: str,
+        template: Mapping[str, Any],
+        environment: Mapping[str, Any],
+        files: Mapping[str, str],
+        parameters: Mapping[str, Any],
+    ) -> int:
+        return await self._run(
+            self._add_template, stack_id, template, environment, files, parameters
+        )
+
+    def _add_template(
+        self,
+        stack_id: str,
+        template: Mapping[str, Any],
+        environment: Mapping[str, Any],
+        files: Mapping[str, str],
+        parameters: Mapping[str, Any],
+    ) -> int:
+        with self._tx() as conn:
+            result = conn.execute(
+                t.raw_template.insert().values(
+                    stack_id=stack_id,
+                    template=dict(template),
+                    environment=dict(environment),
+                    files=dict(files),
+                    parameters=dict(parameters),
+                    created_at=self._clock(),
+                )
+            )
+            return int(result.inserted_primary_key[0])
+
+    async def get_template(self, template_id: int) -> TemplateRecord:
+        return await self._run(self._get_template, template_id)
+
+    def _get_template(self, template_id: int) -> TemplateRecord:
+        with self._tx() as conn:
+            row = conn.execute(
+                sa.select(t.raw_template).where(t.raw_template.c.id == template_id)
+            ).one_or_none()
+        if row is None:
+            raise NotFound(f"template {template_id} not found")
+        return TemplateRecord(
+            id=row.id,
+            stack_id=row.stack_id,
+            template=row.template,
+            environment=row.environment,
+            files=row.files,
+            parameters=row.parameters,
+        )
+
+    # --- stacks ----------------------------------------------------------------------
+
+    async def create_stack(
+        self,
+        name: str,
+        project_id: str,
+        *,
+        action: Action,
+        disable_rollback: bool,
+        timeout_mins: float | None,
+        drift_policy: str,
+        tags: Sequence[str] = (),
+        stack_id: str | None = None,
+    ) -> StackRecord:
+        return await self._run(
+            self._create_stack,
+            name,
+            project_id,
+            action,
+            disable_rollback,
+            timeout_mins,
+            drift_policy,
+            tuple(tags),
+            stack_id or str(uuid.uuid4()),
+        )
+
+    def _create_stack(
+        self,
+        name: str,
+        project_id: str,
+        action: Action,
+        disable_rollback: bool,
+        timeout_mins: float | None,
+        drift_policy: str,
+        tags: tuple[str, ...],
+        stack_id: str,
+    ) -> StackRecord:
+        try:
+            with self._tx() as conn:
+                conn.execute(
+                    t.stack.insert().values(
+                        id=stack_id,
+                        name=name,
+                        project_id=project_id,
+                        deleted_marker="",
+                        action=str(action),
+                        status=str(Status.IN_PROGRESS),
+                        status_reason="Stack creation started",
+                        current_traversal="",
+                        disable_rollback=disable_rollback,
+                        timeout_mins=timeout_mins,
+                        drift_policy=drift_policy,
+                        tags=list(tags),
+                        outputs={},
+                        atomic_key=0,
+                        created_at=self._clock(),
+                    )
+                )
+                return self._stack_by_id(conn, stack_id)
+        except IntegrityError as exc:
+            raise Conflict(f"a stack named {name!r} already exists") from exc
+
+    async def get_stack(self, stack_id: str) -> StackRecord:
+        return await self._run(self._get_stack, stack_id)
+
+    def _get_stack(self, stack_id: str) -> StackRecord:
+        with self._tx() as conn:
+            return self._stack_by_id(conn, stack_id)
+
+    def _stack_by_id(self, conn: Connection, stack_id: str) -> StackRecord:
+        row = conn.execute(sa.select(*_STACK_COLUMNS).where(t.stack.c.id == stack_id)).one_or_none()
+        if row is None:
+            raise NotFound(f"stack {stack_id} not found")
+        return _stack_record(row)
+
+    async def find_stack(
+        self, name_or_id: str, project_id: str, *, include_deleted: bool = False
+    ) -> StackRecord:
+        return await self._run(self._find_stack, name_or_id, project_id, include_deleted)
+
+    def _find_stack(self, name_or_id: str, project_id: str, include_deleted: bool) -> StackRecord:
+        with self._tx() as conn:
+            query = sa.select(*_STACK_COLUMNS).where(
+                t.stack.c.project_id == project_id,
+                sa.or_(t.stack.c.name == name_or_id, t.stack.c.id == name_or_id),
+            )
+            if not include_deleted:
+                query = query.where(t.stack.c.deleted_marker == "")
+            rows = conn.execute(query.order_by(t.stack.c.created_at.desc())).all()
+        if not rows:
+            raise NotFound(f"stack {name_or_id!r} not found")
+        return _stack_record(rows[0])
+
+    async def list_stacks(
+        self, project_id: str | None = None, *, include_deleted: bool = False
+    ) -> list[StackRecord]:
+        return await self._run(self._list_stacks, project_id, include_deleted)
+
+    def _list_stacks(self, project_id: str | None, include_deleted: bool) -> list[StackRecord]:
+        query = sa.select(*_STACK_COLUMNS)
+        if project_id is not None:
+            query = query.where(t.stack.c.project_id == project_id)
+        if not include_deleted:
+            query = query.where(t.stack.c.deleted_marker == "")
+        with self._tx() as conn:
+            rows = conn.execute(query.order_by(t.stack.c.created_at)).all()
+        return [_stack_record(row) for row in rows]
+
+    async def get_traversal_graph(self, stack_id: str) -> tuple[str, Mapping[str, Any] | None]:
+        """The current traversal id and its stored graph."""
+        return await self._run(self._get_traversal_graph, stack_id)
+
+    def _get_traversal_graph(self, stack_id: str) -> tuple[str, Mapping[str, Any] | None]:
+        with self._tx() as conn:
+            row = conn.execute(
+                sa.select(t.stack.c.current_traversal, t.stack.c.current_deps).where(
+                    t.stack.c.id == stack_id
+                )
+            ).one_or_none()
+        if row is None:
+            raise NotFound(f"stack {stack_id} not found")
+        return row.current_traversal, row.current_deps
+
+    async def update_stack(
+        self,
+        stack_id: str,
+        changes: Mapping[str, Any],
+        *,
+        expected_key: int | None = None,
+        expected_traversal: str | None = None,
+        events: Sequence[NewEvent] = (),
+    ) -> StackRecord | None:
+        """Compare-and-swap a stack row; None when the expectation no longer holds."""
+        return await self._run(
+            self._update_stack, stack_id, changes, expected_key, expected_traversal, events
+        )
+
+    def _update_stack(
+        self,
+        stack_id: str,
+        changes: Mapping[str, Any],
+        expected_key: int | None,
+        expected_traversal: str | None,
+        events: Sequence[NewEvent],
+    ) -> StackRecord | None:
+        with self._tx() as conn:
+            if not self._cas_stack(conn, stack_id, changes, expected_key, expected_traversal):
+                return None
+            self._add_events(conn, stack_id, events)
+            return self._stack_by_id(conn, stack_id)
+
+    def _cas_stack(
+        self,
+        conn: Connection,
+        stack_id: str,
+        changes: Mapping[str, Any],
+        expected_key: int | None,
+        expected_traversal: str | None,
+    ) -> bool:
+        query = t.stack.update().where(t.stack.c.id == stack_id)
+        if expected_key is not None:
+            query = query.where(t.stack.c.atomic_key == expected_key)
+        if expected_traversal is not None:
+            query = query.where(t.stack.c.current_traversal == expected_traversal)
+        values = {key: _column_value(value) for key, value in changes.items()}
+        values["atomic_key"] = t.stack.c.atomic_key + 1
+        values.setdefault("updated_at", self._clock())
+        return conn.execute(query.values(**values)).rowcount == 1
+
+    async def start_traversal(
+        self,
+        stack_id: str,
+        expected_key: int,
+        new_resources: Sequence[NewResource],
+        build: Callable[[list[ResourceRecord]], tuple[Mapping[str, Any], Mapping[str, Any]]],
+        events: Sequence[NewEvent] = (),
+    ) -> StackRecord | None:
+        """Atomically add resource rows and point the stack at a new traversal.
+
+        ``build`` gets every resource row (the new ones included) and returns the stack
+        changes and its graph. Nothing is written when the stack changed since
+        ``expected_key`` was read (None is returned; the caller reads again and retries).
+        """
+        return await self._run(
+            self._start_traversal, stack_id, expected_key, new_resources, build, events
+        )
+
+    def _start_traversal(
+        self,
+        stack_id: str,
+        expected_key: int,
+        new_resources: Sequence[NewResource],
+        build: Callable[[list[ResourceRecord]], tuple[Mapping[str, Any], Mapping[str, Any]]],
+        events: Sequence[NewEvent],
+    ) -> StackRecord | None:
+        with self._tx() as conn:
+            current = conn.execute(
+                sa.select(t.stack.c.atomic_key).where(t.stack.c.id == stack_id)
+            ).scalar_one_or_none()
+            if current != expected_key:
+                return None
+            if new_resources:
+                now = self._clock()
+                conn.execute(
+                    t.resource.insert(),
+                    [_new_resource_row(stack_id, new, now) for new in new_resources],
+                )
+            rows = self._resources_of(conn, stack_id)
+            changes, graph = build(rows)
+            values = dict(changes)
+            values["current_deps"] = graph
+            if not self._cas_stack(conn, stack_id, values, expected_key, None):
+                conn.rollback()
+                return None
+            self._add_events(conn, stack_id, events)
+            return self._stack_by_id(conn, stack_id)
+
+    async def purge_stack_data(self, stack_id: str, keep_template_ids: Iterable[int]) -> None:
+        """Drop sync reports and templates the stack no longer needs."""
+        await self._run(self._purge_stack_data, stack_id, tuple(keep_template_ids))
+
+    def _purge_stack_data(self, stack_id: str, keep: tuple[int, ...]) -> None:
+        with self._tx() as conn:
+            # Only reports of settled traversals: a traversal started since must keep its own.
+            current = conn.execute(
+                sa.select(t.stack.c.current_traversal, t.stack.c.status).where(
+                    t.stack.c.id == stack_id
+                )
+            ).one_or_none()
+            purge = t.sync_report.delete().where(t.sync_report.c.stack_id == stack_id)
+            if current is not None and current.status == str(Status.IN_PROGRESS):
+                purge = purge.where(t.sync_report.c.traversal_id != current.current_traversal)
+            conn.execute(purge)
+            in_use = set(keep) | {
+                value
+                for value in conn.execute(
+                    sa.select(t.resource.c.current_template_id).where(
+                        t.resource.c.stack_id == stack_id
+                    )
+                ).scalars()
+                if value is not None
+            }
+            conn.execute(
+                t.raw_template.delete().where(
+                    t.raw_template.c.stack_id == stack_id,
+                    t.raw_template.c.id.not_in(in_use) if in_use else sa.true(),
+                )
+            )
+
+    async def mark_stack_deleted(self, stack_id: str) -> None:
+        await self._run(self._mark_stack_deleted, stack_id)
+
+    def _mark_stack_deleted(self, stack_id: str) -> None:
+        with self._tx() as conn:
+            conn.execute(
+                t.stack.update()
+                .where(t.stack.c.id == stack_id)
+                .values(deleted_marker=stack_id, current_deps=None)
+            )
+            conn.execute(t.sync_report.delete().where(t.sync_report.c.stack_id == stack_id))
+            conn.execute(t.raw_template.delete().where(t.raw_template.c.stack_id == stack_id))
+
+    # --- resources -------------------------------------------------------------------
+
+    async def list_resources(self, stack_id: str) -> list[ResourceRecord]:
+        return await self._run(self._list_resources, stack_id)
+
+    def _list_resources(self, stack_id: str) -> list[ResourceRecord]:
+        with self._tx() as conn:
+            return self._resources_of(conn, stack_id)
+
+    def _resources_of(self, conn: Connection, stack_id: str) -> list[ResourceRecord]:
+        rows = conn.execute(
+            sa.select(t.resource).where(t.resource.c.stack_id == stack_id).order_by(t.resource.c.id)
+        ).all()
+        return [_resource_record(row) for row in rows]
+
+    async def get_resource(self, resource_id: int) -> ResourceRecord | None:
+        return await self._run(self._get_resource, resource_id)
+
+    def _get_resource(self, resource_id: int) -> ResourceRecord | None:
+        with self._tx() as conn:
+            return self._resource_by_id(conn, resource_id)
+
+    def _resource_by_id(self, conn: Connection, resource_id: int) -> ResourceRecord | None:
+        row = conn.execute(
+            sa.select(t.resource).where(t.resource.c.id == resource_id)
+        ).one_or_none()
+        return None if row is None else _resource_record(row)
+
+    async def load_for_check(
+        self, stack_id: str, node: GraphNode, traversal_id: str
+    ) -> tuple[StackRecord, ResourceRecord | None, list[Report]]:
+        """Everything a worker reads before deciding: stack, resource, sync point reports."""
+        return await self._run(self._load_for_check, stack_id, node, traversal_id)
+
+    def _load_for_check(
+        self, stack_id: str, node: GraphNode, traversal_id: str
+    ) -> tuple[StackRecord, ResourceRecord | None, list[Report]]:
+        with self._tx() as conn:
+            stack = self._stack_by_id(conn, stack_id)
+            resource = self._resource_by_id(conn, node.resource_id)
+            reports = self._reports(conn, traversal_id, node)
+        return stack, resource, reports
+
+    def _reports(self, conn: Connection, traversal_id: str, node: GraphNode) -> list[Report]:
+        rows = conn.execute(
+            sa.select(
+                t.sync_report.c.sender_resource_id,
+                t.sync_report.c.sender_is_update,
+                t.sync_report.c.data,
+            ).where(
+                t.sync_report.c.traversal_id == traversal_id,
+                t.sync_report.c.target_resource_id == node.resource_id,
+                t.sync_report.c.target_is_update == node.is_update,
+            )
+        ).all()
+        return [Report(row[0], bool(row[1]), row[2]) for row in rows]
+
+    async def update_resource(
+        self,
+        resource_id: int,
+        expected_key: int,
+        changes: Mapping[str, Any],
+        *,
+        events: Sequence[NewEvent] = (),
+        stack_id: str | None = None,
+    ) -> ResourceRecord | None:
+        """Compare-and-swap a resource row; None when someone else changed it first."""
+        return await self._run(
+            self._update_resource_tx, resource_id, expected_key, changes, events, stack_id
+        )
+
+    def _update_resource_tx(
+        self,
+        resource_id: int,
+        expected_key: int,
+        changes: Mapping[str, Any],
+        events: Sequence[NewEvent],
+        stack_id: str | None,
+    ) -> ResourceRecord | None:
+        with self._tx() as conn:
+            if not self._cas_resource(conn, resource_id, expected_key, changes):
+                return None
+            if events and stack_id:
+                self._add_events(conn, stack_id, events)
+            return self._resource_by_id(conn, resource_id)
+
+    def _cas_resource(
+        self, conn: Connection, resource_id: int, expected_key: int, changes: Mapping[str, Any]
+    ) -> bool:
+        values = {key: _column_value(value) for key, value in changes.items()}
+        values["atomic_key"] = expected_key + 1
+        values.setdefault("updated_at", self._clock())
+        result = conn.execute(
+            t.resource.update()
+            .where(t.resource.c.id == resource_id, t.resource.c.atomic_key == expected_key)
+            .values(**values)
+        )
+        return result.rowcount == 1
+
+    async def add_replacement(
+        self, old: ResourceRecord, new: NewResource, old_changes: Mapping[str, Any]
+    ) -> tuple[ResourceRecord, ResourceRecord] | None:
+        """Make the row of a replacement and mark the old row replaced, atomically."""
+        return await self._run(self._add_replacement, old, new, old_changes)
+
+    def _add_replacement(
+        self, old: ResourceRecord, new: NewResource, old_changes: Mapping[str, Any]
+    ) -> tuple[ResourceRecord, ResourceRecord] | None:
+        with self._tx() as conn:
+            result = conn.execute(
+                t.resource.insert().values(**_new_resource_row(old.stack_id, new, self._clock()))
+            )
+            new_id = int(result.inserted_primary_key[0])
+            changes = dict(old_changes)
+            changes["replaced_by"] = new_id
+            if not self._cas_resource(conn, old.id, old.atomic_key, changes):
+                conn.rollback()
+                return None
+            updated_old = self._resource_by_id(conn, old.id)
+            created = self._resource_by_id(conn, new_id)
+            assert updated_old is not None and created is not None  # same transaction
+            return updated_old, created
+
+    async def finish_node(
+        self,
+        stack_id: str,
+        traversal_id: str,
+        sender: GraphNode,
+        *,
+        resource_id: int | None,
+        expected_key: int | None,
+        changes: Mapping[str, Any] | None,
+        delete_resource: bool = False,
+        events: Sequence[NewEvent] = (),
+        reports: Mapping[GraphNode, Mapping[str, Any]],
+        expected_counts: Mapping[GraphNode, int],
+    ) -> tuple[bool, list[GraphNode], str]:
+        """Store a node's result and report it to its successors in one transaction.
+
+        Returns (stored, successors now ready, the stack's current traversal). ``stored``
+        is False when the resource row changed under us (nothing is written then).
+        """
+        return await self._run(
+            self._finish_node,
+            stack_id,
+            traversal_id,
+            sender,
+            resource_id,
+            expected_key,
+            changes,
+            delete_resource,
+            events,
+            reports,
+            expected_counts,
+        )
+
+    def _finish_node(
+        self,
+        stack_id: str,
+        traversal_id: str,
+        sender: GraphNode,
+        resource_id: int | None,
+        expected_key: int | None,
+        changes: Mapping[str, Any] | None,
+        delete_resource: bool,
+        events: Sequence[NewEvent],
+        reports: Mapping[GraphNode, Mapping[str, Any]],
+        expected_counts: Mapping[GraphNode, int],
+    ) -> tuple[bool, list[GraphNode], str]:
+        with self._tx() as conn:
+            if resource_id is not None and expected_key is not None:
+                if delete_resource:
+                    deleted = conn.execute(
+                        t.resource.delete().where(
+                            t.resource.c.id == resource_id,
+                            t.resource.c.atomic_key == expected_key,
+                        )
+                    ).rowcount
+                    if deleted != 1:
+                        conn.rollback()
+                        return False, [], ""
+                elif changes is not None and not self._cas_resource(
+                    conn, resource_id, expected_key, changes
+                ):
+                    conn.rollback()
+                    return False, [], ""
+            self._add_events(conn, stack_id, events)
+            ready = self._report(conn, stack_id, traversal_id, sender, reports, expected_counts)
+            current = conn.execute(
+                sa.select(t.stack.c.current_traversal).where(t.stack.c.id == stack_id)
+            ).scalar_one_or_none()
+        return True, ready, current or ""
+
+    def _report(
+        self,
+        conn: Connection,
+        stack_id: str,
+        traversal_id: str,
+        sender: GraphNode,
+        reports: Mapping[GraphNode, Mapping[str, Any]],
+        expected_counts: Mapping[GraphNode, int],
+    ) -> list[GraphNode]:
+        if not reports:
+            return []
+        conn.execute(
+            self._insert_ignore(t.sync_report),
+            [
+                {
+                    "traversal_id": traversal_id,
+                    "target_resource_id": target.resource_id,
+                    "target_is_update": target.is_update,
+                    "sender_resource_id": sender.resource_id,
+                    "sender_is_update": sender.is_update,
+                    "stack_id": stack_id,
+                    "data": dict(data),
+                }
+                for target, data in reports.items()
+            ],
+        )
+        ready = []
+        for target in reports:
+            received = self._count_reports(conn, traversal_id, target)
+            if received >= expected_counts.get(target, 0):
+                ready.append(target)
+        return ready
+
+    def _count_reports(self, conn: Connection, traversal_id: str, target: GraphNode) -> int:
+        return int(
+            conn.execute(
+                sa.select(sa.func.count()).where(
+                    t.sync_report.c.traversal_id == traversal_id,
+                    t.sync_report.c.target_resource_id == target.resource_id,
+                    t.sync_report.c.target_is_update == target.is_update,
+                )
+            ).scalar_one()
+        )
+
+    async def count_reports(self, traversal_id: str, target: GraphNode) -> int:
+        return await self._run(self._count_reports_tx, traversal_id, target)
+
+    def _count_reports_tx(self, traversal_id: str, target: GraphNode) -> int:
+        with self._tx() as conn:
+            return self._count_reports(conn, traversal_id, target)
+
+    async def reported_senders(self, traversal_id: str) -> set[GraphNode]:
+        """Every node that has reported in a traversal (the sweeper's view of progress)."""
+        return await self._run(self._reported_senders, traversal_id)
+
+    def _reported_senders(self, traversal_id: str) -> set[GraphNode]:
+        with self._tx() as conn:
+            rows = conn.execute(
+                sa.select(t.sync_report.c.sender_resource_id, t.sync_report.c.sender_is_update)
+                .where(t.sync_report.c.traversal_id == traversal_id)
+                .distinct()
+            ).all()
+        return {GraphNode(row[0], bool(row[1])) for row in rows}
+
+    async def delete_resources(self, resource_ids: Iterable[int]) -> None:
+        await self._run(self._delete_resources, tuple(resource_ids))
+
+    def _delete_resources(self, resource_ids: tuple[int, ...]) -> None:
+        if resource_ids:
+            with self._tx() as conn:
+                conn.execute(t.resource.delete().where(t.resource.c.id.in_(resource_ids)))
+
+    # --- events ----------------------------------------------------------------------
+
+    async def add_events(self, stack_id: str, events: Sequence[NewEvent]) -> None:
+        if events:
+            await self._run(self._add_events_tx, stack_id, events)
+
+    def _add_events_tx(self, stack_id: str, events: Sequence[NewEvent]) -> None:
+        with self._tx() as conn:
+            self._add_events(conn, stack_id, events)
+
+    def _add_events(self, conn: Connection, stack_id: str, events: Sequence[NewEvent]) -> None:
+        if not events:
+            return
+        now = self._clock()
+        conn.execute(
+            t.event.insert(),
+            [
+                {
+                    "stack_id": stack_id,
+                    "resource_name": event.resource_name,
+                    "physical_resource_id": event.physical_resource_id,
+                    "resource_type": event.resource_type,
+                    "action": event.action,
+                    "status": event.status,
+                    "reason": event.reason,
+                    "created_at": now,
+                }
+                for event in events
+            ],
+        )
+
+    async def list_events(
+        self,
+        stack_id: str,
+        *,
+        resource_name: str | None = None,
+        after_id: int | None = None,
+        limit: int | None = None,
+    ) -> list[EventRecord]:
+        return await self._run(self._list_events, stack_id, resource_name, after_id, limit)
+
+    def _list_events(
+        self, stack_id: str, resource_name: str | None, after_id: int | None, limit: int | None
+    ) -> list[EventRecord]:
+        query = sa.select(t.event).where(t.event.c.stack_id == stack_id)
+        if resource_name is not None:
+            query = query.where(t.event.c.resource_name == resource_name)
+        if after_id is not None:
+            query = query.where(t.event.c.id > after_id)
+        query = query.order_by(t.event.c.id)
+        if limit is not None:
+            query = query.limit(limit)
+        with self._tx() as conn:
+            rows = conn.execute(query).all()
+        return [
+            EventRecord(
+                id=row.id,
+                stack_id=row.stack_id,
+                resource_name=row.resource_name,
+                physical_resource_id=row.physical_resource_id,
+                resource_type=row.resource_type,
+                action=row.action,
+                status=row.status,
+                reason=row.reason,
+                created_at=row.created_at,
+            )
+            for row in rows
+        ]
+
+    # --- services --------------------------------------------------------------------
+
+    async def register_service(self, record: ServiceRecord) -> None:
+        await self._run(self._register_service, record)
+
+    def _register_service(self, record: ServiceRecord) -> None:
+        with self._tx() as conn:
+            conn.execute(t.service.delete().where(t.service.c.engine_id == record.engine_id))
+            conn.execute(
+                t.service.insert().values(
+                    engine_id=record.engine_id,
+                    host=record.host,
+                    pid=record.pid,
+                    roles=list(record.roles),
+                    started_at=record.started_at,
+                    heartbeat_at=record.heartbeat_at,
+                )
+            )
+
+    async def heartbeat(self, engine_id: str, now: float) -> None:
+        await self._run(self._heartbeat, engine_id, now)
+
+    def _heartbeat(self, engine_id: str, now: float) -> None:
+        with self._tx() as conn:
+            conn.execute(
+                t.service.update()
+                .where(t.service.c.engine_id == engine_id)
+                .values(heartbeat_at=now)
+            )
+
+    async def remove_service(self, engine_id: str) -> None:
+        await self._run(self._remove_service, engine_id)
+
+    def _remove_service(self, engine_id: str) -> None:
+        with self._tx() as conn:
+            conn.execute(t.service.delete().where(t.service.c.engine_id == engine_id))
+
+    async def live_engines(self, heartbeat_after: float) -> set[str]:
+        return await self._run(self._live_engines, heartbeat_after)
+
+    def _live_engines(self, heartbeat_after: float) -> set[str]:
+        with self._tx() as conn:
+            return set(
+                conn.execute(
+                    sa.select(t.service.c.engine_id).where(
+                        t.service.c.heartbeat_at > heartbeat_after
+                    )
+                ).scalars()
+            )
+
+
+# --- helpers -------------------------------------------------------------------------
+
+
+def _create_engine(url: str) -> Engine:
+    if url.startswith("sqlite"):
+        engine = sa.create_engine(url, connect_args={"isolation_level": None, "timeout": 30})
+
+        @sa.event.listens_for(engine, "connect")
+        def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute("PRAGMA busy_timeout=30000")
+            cursor.close()
+
+        @sa.event.listens_for(engine, "begin")
+        def _on_begin(connection: Connection) -> None:
+            # Take the write lock up front: another process on the same file then waits
+            # (busy_timeout) instead of failing a read-to-write upgrade mid-transaction.
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+        return engine
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url[len("postgresql://") :]
+    return sa.create_engine(url, pool_size=8, max_overflow=4, pool_pre_ping=True)
+
+
+def _safe_url(url: str) -> str:
+    try:
+        return sa.engine.make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return "<database>"
+
+
+def _column_value(value: Any) -> Any:
+    if isinstance(value, frozenset | set):
+        return sorted(value)
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, Action | Status):
+        return str(value)
+    return value
+
+
+def _new_resource_row(stack_id: str, new: NewResource, now: float) -> dict[str, Any]:
+    return {
+        "stack_id": stack_id,
+        "name": new.name,
+        "type": new.type,
+        "action": str(Action.INIT),
+        "status": str(Status.COMPLETE),
+        "status_reason": "",
+        "physical_resource_id": None,
+        "current_template_id": new.current_template_id,
+        "requires": sorted(new.requires),
+        "replaces": new.replaces,
+        "replaced_by": None,
+        "engine_id": None,
+        "atomic_key": 0,
+        "properties_data": {},
+        "plugin_data": {},
+        "attr_data": {},
+        "deletion_policy": new.deletion_policy,
+        "hook_pending": None,
+        "cleared_hooks": [],
+        "drift_status": "NOT_CHECKED",
+        "drift_detail": None,
+        "created_at": now,
+        "updated_at": None,
+    }
+
+
+def _stack_record(row: Any) -> StackRecord:
+    return StackRecord(
+        id=row.id,
+        name=row.name,
+        project_id=row.project_id,
+        action=Action(row.action),
+        status=Status(row.status),
+        status_reason=row.status_reason or "",
+        raw_template_id=row.raw_template_id,
+        prev_raw_template_id=row.prev_raw_template_id,
+        current_traversal=row.current_traversal or "",
+        disable_rollback=bool(row.disable_rollback),
+        timeout_mins=row.timeout_mins,
+        drift_policy=row.drift_policy,
+        atomic_key=row.atomic_key,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        deadline=row.deadline,
+        outputs=row.outputs or {},
+        tags=tuple(row.tags or ()),
+        deleted=bool(row.deleted_marker),
+    )
+
+
+def _resource_record(row: Any) -> ResourceRecord:
+    return ResourceRecord(
+        id=row.id,
+        stack_id=row.stack_id,
+        name=row.name,
+        type=row.type,
+        action=Action(row.action),
+        status=Status(row.status),
+        status_reason=row.status_reason or "",
+        physical_resource_id=row.physical_resource_id,
+        current_template_id=row.current_template_id,
+        requires=frozenset(row.requires or ()),
+        replaces=row.replaces,
+        replaced_by=row.replaced_by,
+        engine_id=row.engine_id,
+        atomic_key=row.atomic_key,
+        properties_data=row.properties_data or {},
+        plugin_data=row.plugin_data or {},
+        attr_data=row.attr_data or {},
+        deletion_policy=row.deletion_policy,
+        hook_pending=row.hook_pending,
+        cleared_hooks=tuple(row.cleared_hooks or ()),
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        drift_status=row.drift_status,
+        drift_detail=row.drift_detail or {},
+    )

@@ -1,0 +1,480 @@
+"""The public Python API (asyncio): create, update, delete, cancel, wait, show and list.
+
+    async with Converge.embedded("converge.db") as cv:
+        stack = await cv.create_stack("demo", template_text)
+        print(stack.stack_status)
+
+Every mutating call returns at once with ``wait=False`` (so a second update can be started
+while the first runs) or when the stack settles with ``wait=True``.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from converge.adapters.local_bus import LocalBus
+from converge.adapters.sql.store import SqlStore, sqlite_url
+from converge.core.decide import MISSING, Change, decide_update
+from converge.core.states import Action, Status
+from converge.core.template import (
+    Environment,
+    StackDefinition,
+    StackIdentity,
+    Template,
+    environment_from_data,
+    load_environment,
+    load_template,
+    merge_environments,
+    prepare_stack,
+    template_from_data,
+)
+from converge.engine.context import EMPTY_TEMPLATE
+from converge.engine.inputs import StoredData
+from converge.engine.operations import current_rows, stack_event
+from converge.engine.runtime import Engine
+from converge.engine.settings import EngineSettings
+from converge.engine.worker import resource_state
+from converge.errors import Conflict, InvalidRequest, NotFound, TemplateError
+from converge.messages import CheckResource
+from converge.records import StackRecord
+from converge.resources.registry import PluginRegistry
+from converge.views import EventView, PlannedChange, ResourceView, StackView
+
+_STACK_NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9_.-]{0,254}$")
+HOOKS = ("pre-create", "pre-update", "pre-delete", "post-create", "post-update", "post-delete")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Template or environment text with the name errors should point at."""
+
+    text: str
+    filename: str
+
+
+TemplateInput = str | Source | Mapping[str, Any]
+
+
+class Converge:
+    """A handle on converge: an engine in this process over a store and a bus."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._ctx = engine.ctx
+        self._store = engine.ctx.store
+
+    # --- opening -----------------------------------------------------------------------
+
+    @classmethod
+    @asynccontextmanager
+    async def embedded(
+        cls,
+        state: str | Path = "converge.db",
+        *,
+        settings: EngineSettings | None = None,
+        registry: PluginRegistry | None = None,
+    ) -> AsyncIterator[Converge]:
+        """The embedded default: a SQLite file and an in-process bus."""
+        async with cls.open(sqlite_url(state), settings=settings, registry=registry) as cv:
+            yield cv
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls,
+        database_url: str,
+        *,
+        settings: EngineSettings | None = None,
+        registry: PluginRegistry | None = None,
+    ) -> AsyncIterator[Converge]:
+        store = SqlStore.open(database_url)
+        engine = Engine(store, LocalBus(), registry=registry, settings=settings)
+        try:
+            await engine.start()
+            yield cls(engine)
+        finally:
+            await engine.stop()
+            await store.close()
+
+    @property
+    def project_id(self) -> str:
+        return self._ctx.settings.project_id
+
+    # --- stack operations ----------------------------------------------------------------
+
+    async def create_stack(
+        self,
+        name: str,
+        template: TemplateInput,
+        *,
+        environments: Sequence[TemplateInput] = (),
+        files: Mapping[str, str] | None = None,
+        parameters: Mapping[str, Any] | None = None,
+        disable_rollback: bool = False,
+        timeout_mins: float | None = None,
+        drift_policy: str = "notify",
+        tags: Sequence[str] = (),
+        wait: bool = True,
+    ) -> StackView:
+        _check_stack_name(name)
+        _check_drift_policy(drift_policy)
+        stack_id = str(uuid.uuid4())
+        files = dict(files or {})
+        parameters = dict(parameters or {})
+        loaded = _load_template(template)
+        environment = _merge(environments)
+        definition = self._prepare(
+            loaded, environment, files, parameters, StackIdentity(name, stack_id, self.project_id)
+        )
+        await self._store.create_stack(
+            name,
+            self.project_id,
+            action=Action.CREATE,
+            disable_rollback=disable_rollback,
+            timeout_mins=timeout_mins,
+            drift_policy=drift_policy,
+            tags=tags,
+            stack_id=stack_id,
+        )
+        template_id = await self._store.add_template(
+            stack_id, loaded.data, environment.to_data(), files, parameters
+        )
+        self._ctx.definitions.put(template_id, definition)
+        await self.engine.operations.converge(stack_id, template_id, definition, Action.CREATE)
+        return await self._settle(stack_id, wait)
+
+    async def update_stack(
+        self,
+        name_or_id: str,
+        template: TemplateInput | None = None,
+        *,
+        environments: Sequence[TemplateInput] | None = None,
+        files: Mapping[str, str] | None = None,
+        parameters: Mapping[str, Any] | None = None,
+        existing: bool = False,
+        disable_rollback: bool | None = None,
+        timeout_mins: float | None = None,
+        drift_policy: str | None = None,
+        wait: bool = True,
+    ) -> StackView:
+        """Update the stack; ``existing=True`` is Heat's PATCH: unspecified parts are kept."""
+        stack = await self._find(name_or_id)
+        if stack.action == Action.DELETE:
+            raise Conflict(f"stack {stack.name} is {stack.state}: it cannot be updated")
+        if template is None and not existing:
+            raise InvalidRequest("a template is required unless the update is a PATCH (existing)")
+        if drift_policy is not None:
+            _check_drift_policy(drift_policy)
+        assert stack.raw_template_id is not None
+        stored = await self._store.get_template(stack.raw_template_id)
+        previous = await self._ctx.definitions.get(stack.raw_template_id)
+        loaded = (
+            _load_template(template)
+            if template is not None
+            else template_from_data(stored.template, filename="<existing template>")
+        )
+        if environments is None and existing:
+            environment = environment_from_data(stored.environment)
+        else:
+            environment = _merge(environments or ())
+        new_files = {**stored.files, **(files or {})} if existing else dict(files or {})
+        new_parameters = (
+            {**stored.parameters, **(parameters or {})} if existing else dict(parameters or {})
+        )
+        definition = self._prepare(
+            loaded,
+            environment,
+            new_files,
+            new_parameters,
+            StackIdentity(stack.name, stack.id, stack.project_id),
+            previous_parameters=previous.parameters,
+        )
+        settings: dict[str, Any] = {}
+        if disable_rollback is not None:
+            settings["disable_rollback"] = disable_rollback
+        if timeout_mins is not None:
+            settings["timeout_mins"] = timeout_mins
+        if drift_policy is not None:
+            settings["drift_policy"] = drift_policy
+        if settings:
+            await self._store.update_stack(stack.id, settings)
+        template_id = await self._store.add_template(
+            stack.id, loaded.data, environment.to_data(), new_files, new_parameters
+        )
+        self._ctx.definitions.put(template_id, definition)
+        await self.engine.operations.converge(stack.id, template_id, definition, Action.UPDATE)
+        return await self._settle(stack.id, wait)
+
+    async def delete_stack(self, name_or_id: str, *, wait: bool = True) -> StackView:
+        stack = await self._find(name_or_id)
+        if not (stack.action == Action.DELETE and stack.status == Status.IN_PROGRESS):
+            environment: Mapping[str, Any] = {}
+            if stack.raw_template_id is not None:
+                environment = (await self._store.get_template(stack.raw_template_id)).environment
+            template_id = await self._store.add_template(
+                stack.id, EMPTY_TEMPLATE, environment, {}, {}
+            )
+            definition = await self._ctx.definitions.get(template_id)
+            await self.engine.operations.converge(stack.id, template_id, definition, Action.DELETE)
+        return await self._settle(stack.id, wait)
+
+    async def cancel_update(
+        self, name_or_id: str, *, rollback: bool = True, wait: bool = True
+    ) -> StackView:
+        stack = await self._find(name_or_id)
+        await self.engine.operations.cancel_update(stack, rollback=rollback)
+        return await self._settle(stack.id, wait)
+
+    async def clear_hook(self, name_or_id: str, resource_name: str, hook: str) -> None:
+        """Clear a breakpoint a resource is paused at (Heat's ``unset_hook`` signal)."""
+        if hook not in HOOKS:
+            raise InvalidRequest(f"unknown hook {hook!r}: use one of {', '.join(HOOKS)}")
+        stack = await self._find(name_or_id)
+        rows = [
+            row for row in await self._store.list_resources(stack.id) if row.name == resource_name
+        ]
+        if not rows:
+            raise NotFound(f"stack {stack.name} has no resource {resource_name!r}")
+        for row in rows:
+            pending = row.hook_pending or {}
+            if pending.get("hook") != hook or pending.get("traversal") != stack.current_traversal:
+                continue
+            cleared = await self._store.update_resource(
+                row.id,
+                row.atomic_key,
+                {
+                    "hook_pending": None,
+                    "cleared_hooks": [*row.cleared_hooks, f"{stack.current_traversal}:{hook}"],
+                },
+                events=[
+                    stack_event(stack, stack.action, Status.IN_PROGRESS, "").__class__(
+                        resource_name=row.name,
+                        resource_type=row.type,
+                        action=str(row.action),
+                        status=str(row.status),
+                        reason=f"Hook {hook} is cleared",
+                        physical_resource_id=row.physical_resource_id,
+                    )
+                ],
+                stack_id=stack.id,
+            )
+            if cleared is None:
+                raise Conflict(f"resource {resource_name} changed while clearing {hook}; try again")
+            node_id, is_update = pending["node"]
+            message = CheckResource(
+                stack.id, stack.current_traversal, int(node_id), bool(is_update)
+            )
+            await self._ctx.bus.send_work(message.to_dict())
+            return
+        raise Conflict(f"resource {resource_name} of stack {stack.name} is not paused at {hook}")
+
+    async def wait(self, name_or_id: str) -> StackView:
+        stack = await self._find(name_or_id, include_deleted=True)
+        return await self._settle(stack.id, True)
+
+    # --- reading -----------------------------------------------------------------------
+
+    async def get_stack(self, name_or_id: str, *, include_deleted: bool = False) -> StackView:
+        stack = await self._find(name_or_id, include_deleted=include_deleted)
+        return await self._view(stack)
+
+    async def list_stacks(self) -> list[StackView]:
+        return [await self._view(stack) for stack in await self._store.list_stacks(self.project_id)]
+
+    async def list_resources(self, name_or_id: str) -> list[ResourceView]:
+        stack = await self._find(name_or_id, include_deleted=True)
+        rows = await self._store.list_resources(stack.id)
+        names = {row.id: row.name for row in rows}
+        required_by: dict[str, list[str]] = {}
+        for row in rows:
+            for required in row.requires:
+                if required in names:
+                    required_by.setdefault(names[required], []).append(row.name)
+        views = []
+        for row in rows:
+            hidden: frozenset[str] = frozenset()
+            if row.type in self._ctx.registry:
+                plugin = self._ctx.registry.plugin(row.type)
+                hidden = frozenset(n for n, p in plugin.properties_schema.items() if p.hidden)
+            views.append(ResourceView.of(row, required_by.get(row.name, []), hidden))
+        return views
+
+    async def list_events(
+        self, name_or_id: str, *, resource_name: str | None = None, after_id: int | None = None
+    ) -> list[EventView]:
+        stack = await self._find(name_or_id, include_deleted=True)
+        records = await self._store.list_events(
+            stack.id, resource_name=resource_name, after_id=after_id
+        )
+        return [EventView.of(record) for record in records]
+
+    async def outputs(self, name_or_id: str) -> list[dict[str, Any]]:
+        stack = await self._find(name_or_id)
+        return [dict(value) for value in stack.outputs.values()]
+
+    async def plan(
+        self,
+        name: str,
+        template: TemplateInput,
+        *,
+        environments: Sequence[TemplateInput] = (),
+        files: Mapping[str, str] | None = None,
+        parameters: Mapping[str, Any] | None = None,
+    ) -> list[PlannedChange]:
+        """What applying the template to stack ``name`` would do; changes nothing."""
+        loaded = _load_template(template)
+        environment = _merge(environments)
+        try:
+            stack: StackRecord | None = await self._find(name)
+        except NotFound:
+            stack = None
+        identity = StackIdentity(name, stack.id if stack else "", self.project_id)
+        previous = None
+        if stack is not None and stack.raw_template_id is not None:
+            previous = (await self._ctx.definitions.get(stack.raw_template_id)).parameters
+        definition = self._prepare(
+            loaded,
+            environment,
+            dict(files or {}),
+            dict(parameters or {}),
+            identity,
+            previous_parameters=previous,
+        )
+        rows = await self._store.list_resources(stack.id) if stack is not None else []
+        current = current_rows(rows, None)
+        data = StoredData(
+            {n: self._ctx.reference_id(r) for n, r in current.items()},
+            {n: r.attr_data for n, r in current.items()},
+        )
+        changes: list[PlannedChange] = []
+        for name_, resource in definition.resources.items():
+            row = current.get(name_)
+            if row is None or row.action == Action.INIT:
+                changes.append(
+                    PlannedChange(name_, resource.implementation_type, "CREATE", "new resource", [])
+                )
+                continue
+            plugin = self._ctx.registry.plugin(resource.implementation_type)
+            try:
+                properties = resource.resolve_properties(data)
+            except TemplateError:
+                changes.append(
+                    PlannedChange(
+                        name_,
+                        resource.implementation_type,
+                        "UPDATE",
+                        "depends on values known after apply",
+                        [],
+                    )
+                )
+                continue
+            decision = decide_update(
+                resource_state(row),
+                resource.implementation_type,
+                properties,
+                plugin.properties_schema,
+                open_properties=plugin.open_properties,
+                observed=MISSING,
+            )
+            action = {
+                Change.NOTHING: "NOTHING",
+                Change.UPDATE: "UPDATE",
+                Change.REPLACE: "REPLACE",
+                Change.CREATE: "CREATE",
+            }[decision.change]
+            changes.append(
+                PlannedChange(
+                    name_,
+                    resource.implementation_type,
+                    action,
+                    decision.reason,
+                    list(decision.changed_properties),
+                )
+            )
+        for name_, row in current.items():
+            if name_ not in definition.resources:
+                changes.append(PlannedChange(name_, row.type, "DELETE", "not in the template", []))
+        return changes
+
+    # --- helpers -----------------------------------------------------------------------
+
+    def _prepare(
+        self,
+        template: Template,
+        environment: Environment,
+        files: Mapping[str, str],
+        parameters: Mapping[str, Any],
+        identity: StackIdentity,
+        *,
+        previous_parameters: Mapping[str, Any] | None = None,
+    ) -> StackDefinition:
+        return prepare_stack(
+            template,
+            environment=environment,
+            parameters=parameters,
+            files=files,
+            identity=identity,
+            schemas=self._ctx.registry,
+            previous_parameters=previous_parameters,
+        )
+
+    async def _find(self, name_or_id: str, *, include_deleted: bool = False) -> StackRecord:
+        return await self._store.find_stack(
+            name_or_id, self.project_id, include_deleted=include_deleted
+        )
+
+    async def _settle(self, stack_id: str, wait: bool) -> StackView:
+        if wait:
+            record = await self.engine.operations.wait_settled(stack_id)
+        else:
+            record = await self._store.get_stack(stack_id)
+        return await self._view(record)
+
+    async def _view(self, stack: StackRecord) -> StackView:
+        parameters: Mapping[str, Any] = {}
+        if stack.raw_template_id is not None and not stack.deleted:
+            try:
+                definition = await self._ctx.definitions.get(stack.raw_template_id)
+                parameters = definition.visible_parameters()
+            except (NotFound, TemplateError):
+                parameters = {}
+        return StackView.of(stack, parameters)
+
+
+def _load_template(template: TemplateInput) -> Template:
+    if isinstance(template, Source):
+        return load_template(template.text, template.filename)
+    if isinstance(template, str):
+        return load_template(template, "<template>")
+    return template_from_data(template, filename="<template>")
+
+
+def _merge(environments: Sequence[TemplateInput]) -> Environment:
+    loaded = []
+    for index, environment in enumerate(environments):
+        if isinstance(environment, Source):
+            loaded.append(load_environment(environment.text, environment.filename))
+        elif isinstance(environment, str):
+            loaded.append(load_environment(environment, f"<environment {index + 1}>"))
+        else:
+            loaded.append(environment_from_data(environment))
+    return merge_environments(loaded)
+
+
+def _check_stack_name(name: str) -> None:
+    if not _STACK_NAME.match(name):
+        raise InvalidRequest(
+            f"invalid stack name {name!r}: it must start with a letter and contain only "
+            "letters, digits, '_', '-' and '.' (at most 255 characters)"
+        )
+
+
+def _check_drift_policy(policy: str) -> None:
+    if policy not in ("notify", "heal", "ignore"):
+        raise InvalidRequest(f"invalid drift policy {policy!r}: use notify, heal or ignore")

@@ -1,0 +1,1 @@
+"""The ``converge`` command line: one module per command, registered in ``main``."""

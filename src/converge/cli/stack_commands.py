@@ -1,0 +1,548 @@
+"""The embedded-mode commands: apply, plan, destroy, and reading stacks from a local SQLite file.
+
+``register(group)`` adds them to the ``converge`` group. Each opens the state file (``--state``,
+``CONVERGE_STATE``, default ``./converge.db``), runs an engine in this process for as long as
+the command runs, and goes through the one error boundary in ``converge.cli.boundary``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from converge.cli import output
+from converge.cli.boundary import EXIT_FAILED, EXIT_OK, Session, run_command
+from converge.cli.inputs import Inputs, parse_parameters, read_inputs
+from converge.cli.progress import Display, LineDisplay, LiveDisplay, Outcome, QuietDisplay, follow
+from converge.errors import NotFound
+
+if TYPE_CHECKING:
+    from converge.api import Converge
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+DEFAULT_STATE = "converge.db"
+
+
+# --- options every command shares ---------------------------------------------------------
+
+
+def common_options(function: F) -> F:
+    """``--state``, ``-f/--format``, ``--debug`` and ``--log-json``."""
+    decorators = [
+        click.option(
+            "--state",
+            envvar="CONVERGE_STATE",
+            default=DEFAULT_STATE,
+            show_default=True,
+            type=click.Path(dir_okay=False),
+            help="The SQLite file holding the stacks (env CONVERGE_STATE).",
+        ),
+        output.format_option,
+        click.option(
+            "--debug",
+            envvar="CONVERGE_DEBUG",
+            is_flag=True,
+            help="Log everything, with tracebacks, to stderr (env CONVERGE_DEBUG=1).",
+        ),
+        click.option(
+            "--log-json",
+            envvar="CONVERGE_LOG_JSON",
+            is_flag=True,
+            help="Write logs as JSON lines to stderr (env CONVERGE_LOG_JSON=1).",
+        ),
+    ]
+    for decorator in reversed(decorators):
+        function = decorator(function)
+    return function
+
+
+def template_options(function: F) -> F:
+    """``-e ENV``, ``-P key=value`` and ``--name`` (apply and plan)."""
+    decorators = [
+        click.option(
+            "-e",
+            "--environment",
+            "environments",
+            multiple=True,
+            type=click.Path(dir_okay=False),
+            help="An environment file; repeat to merge several (later ones win).",
+        ),
+        click.option(
+            "-P",
+            "--parameter",
+            "parameters",
+            multiple=True,
+            callback=_check_parameters,
+            metavar="KEY=VALUE",
+            help="A template parameter; repeat for more (the last value of a key wins).",
+        ),
+        click.option("--name", help="The stack name (default: the template file's stem)."),
+    ]
+    for decorator in reversed(decorators):
+        function = decorator(function)
+    return function
+
+
+def _check_parameters(
+    ctx: click.Context, param: click.Parameter, value: Sequence[str]
+) -> tuple[str, ...]:
+    try:
+        parse_parameters(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+    return tuple(value)
+
+
+def _stack_name(name: str | None, template: str) -> str:
+    return name if name is not None else Path(template).stem
+
+
+@asynccontextmanager
+async def _open(state: str, *, must_exist: bool) -> AsyncIterator[Converge]:
+    """The embedded converge over ``state``; reading commands do not create a missing file."""
+    if must_exist and not Path(state).exists():
+        raise NotFound(
+            f"no state file at {state}: no stacks yet (--state or CONVERGE_STATE chooses the file)"
+        )
+    from converge.api import Converge
+
+    async with Converge.embedded(state) as cv:
+        yield cv
+
+
+def _run(body: Callable[[Session], Coroutine[Any, Any, int]], debug: bool, log_json: bool) -> None:
+    run_command(body, debug=debug, log_json=log_json)
+
+
+def _display(fmt: str, title: str) -> Display:
+    if fmt == output.Format.JSON:
+        return QuietDisplay()
+    if output.stdout_is_terminal():
+        return LiveDisplay(output.make_console(), title)
+    return LineDisplay(output.make_console())
+
+
+async def _follow(cv: Converge, stack_id: str, fmt: str, title: str, after: int | None) -> Outcome:
+    display = _display(fmt, title)
+    try:
+        return await follow(cv, stack_id, display, after_id=after)
+    finally:
+        display.close()
+
+
+async def _last_event_id(cv: Converge, stack_id: str) -> int | None:
+    events = await cv.list_events(stack_id)
+    return events[-1].id if events else None
+
+
+def _report(outcome: Outcome, expected: str, fmt: str) -> int:
+    """The final document or summary; exit 0 only when the expected action completed."""
+    stack = outcome.stack
+    succeeded = stack.stack_status == f"{expected}_COMPLETE"
+    if fmt == output.Format.JSON:
+        output.print_json({**stack.as_dict(), "resources": output.dicts(outcome.resources)})
+    else:
+        console = output.make_console()
+        if succeeded and stack.outputs and expected != "DELETE":
+            console.print(output.outputs_table(stack.outputs))
+        console.print(f"Stack {stack.stack_name}", output.styled_status(stack.stack_status))
+    if succeeded:
+        return EXIT_OK
+    reason = outcome.failure_reason
+    if stack.stack_status == "ROLLBACK_COMPLETE":
+        message = (
+            f"error: the {expected.lower()} of stack {stack.stack_name} failed and was rolled "
+            f"back: {reason}"
+        )
+    else:
+        message = f"error: stack {stack.stack_name} is {stack.stack_status}: {reason}"
+    click.echo(message, err=True)
+    return EXIT_FAILED
+
+
+def _interrupted(name: str, what: str) -> str:
+    return (
+        f"interrupted: the engine stopped cleanly with the {what} of stack {name} unfinished; "
+        f"the next `converge apply` or `converge destroy` resumes or supersedes it"
+    )
+
+
+# --- apply, plan, destroy ---------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("template", type=click.Path(dir_okay=False))
+@template_options
+@click.option(
+    "--rollback/--no-rollback",
+    default=None,
+    help="Roll back when the create/update fails (default on create; kept on update).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="MIN",
+    help="Fail the operation after this many minutes.",
+)
+@click.option(
+    "--drift-policy",
+    type=click.Choice(["notify", "heal", "ignore"]),
+    help="What to do when reality drifts (default notify on create; kept on update).",
+)
+@common_options
+def apply(
+    template: str,
+    environments: tuple[str, ...],
+    parameters: tuple[str, ...],
+    name: str | None,
+    rollback: bool | None,
+    timeout: float | None,
+    drift_policy: str | None,
+    state: str,
+    output_format: str,
+    debug: bool,
+    log_json: bool,
+) -> None:
+    """Create the stack from TEMPLATE, or update it if it exists, and show progress."""
+
+    async def body(session: Session) -> int:
+        inputs = read_inputs(template, environments, parameters)
+        stack_name = _stack_name(name, template)
+        async with _open(state, must_exist=False) as cv:
+            sources = _sources(inputs)
+            try:
+                existing = await cv.get_stack(stack_name)
+            except NotFound:
+                existing = None
+            if existing is None:
+                view = await cv.create_stack(
+                    stack_name,
+                    sources[0],
+                    environments=sources[1:],
+                    files=inputs.files,
+                    parameters=inputs.parameters,
+                    disable_rollback=rollback is False,
+                    timeout_mins=timeout,
+                    drift_policy=drift_policy or "notify",
+                    wait=False,
+                )
+                expected, after = "CREATE", None
+            else:
+                after = await _last_event_id(cv, existing.id)
+                view = await cv.update_stack(
+                    existing.id,
+                    sources[0],
+                    environments=sources[1:],
+                    files=inputs.files,
+                    parameters=inputs.parameters,
+                    disable_rollback=None if rollback is None else not rollback,
+                    timeout_mins=timeout,
+                    drift_policy=drift_policy,
+                    wait=False,
+                )
+                expected = "UPDATE"
+            session.interrupt_message = _interrupted(stack_name, expected.lower())
+            title = f"{expected.lower()} {stack_name}"
+            outcome = await _follow(cv, view.id, output_format, title, after)
+            return _report(outcome, expected, output_format)
+
+    _run(body, debug, log_json)
+
+
+def _sources(inputs: Inputs) -> list[Any]:
+    """The template then the environments, as ``api.Source`` so errors name their files."""
+    from converge.api import Source
+
+    return [
+        Source(source.text, source.filename) for source in (inputs.template, *inputs.environments)
+    ]
+
+
+@click.command()
+@click.argument("template", type=click.Path(dir_okay=False))
+@template_options
+@common_options
+def plan(
+    template: str,
+    environments: tuple[str, ...],
+    parameters: tuple[str, ...],
+    name: str | None,
+    state: str,
+    output_format: str,
+    debug: bool,
+    log_json: bool,
+) -> None:
+    """Show what `converge apply` would create, update, replace and delete; change nothing."""
+
+    async def body(session: Session) -> int:
+        inputs = read_inputs(template, environments, parameters)
+        stack_name = _stack_name(name, template)
+        async with _open(state, must_exist=False) as cv:
+            sources = _sources(inputs)
+            try:
+                await cv.get_stack(stack_name)
+                exists = True
+            except NotFound:
+                exists = False
+            changes = await cv.plan(
+                stack_name,
+                sources[0],
+                environments=sources[1:],
+                files=inputs.files,
+                parameters=inputs.parameters,
+            )
+        documents = output.dicts(changes)
+        if output_format == output.Format.JSON:
+            output.print_json({"stack_name": stack_name, "exists": exists, "changes": documents})
+            return EXIT_OK
+        console = output.make_console()
+        if not exists:
+            console.print(f"Stack {stack_name} does not exist yet: apply creates it.")
+        console.print(output.plan_table(documents))
+        console.print(output.plan_summary(documents))
+        return EXIT_OK
+
+    _run(body, debug, log_json)
+
+
+@click.command()
+@click.argument("name")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@common_options
+def destroy(
+    name: str, yes: bool, state: str, output_format: str, debug: bool, log_json: bool
+) -> None:
+    """Delete stack NAME and all its resources, showing progress."""
+    if not yes:
+        _confirm_destroy(name, state, debug, log_json)
+
+    async def body(session: Session) -> int:
+        async with _open(state, must_exist=True) as cv:
+            stack = await cv.get_stack(name)
+            after = await _last_event_id(cv, stack.id)
+            await cv.delete_stack(stack.id, wait=False)
+            session.interrupt_message = _interrupted(name, "delete")
+            outcome = await _follow(cv, stack.id, output_format, f"delete {name}", after)
+            return _report(outcome, "DELETE", output_format)
+
+    _run(body, debug, log_json)
+
+
+def _confirm_destroy(name: str, state: str, debug: bool, log_json: bool) -> None:
+    """Ask before deleting, outside the event loop (a prompt must not block the engine)."""
+
+    async def check(session: Session) -> int:
+        async with _open(state, must_exist=True) as cv:
+            await cv.get_stack(name)
+        return EXIT_OK
+
+    try:
+        _run(check, debug, log_json)
+    except click.exceptions.Exit as done:
+        if done.exit_code != EXIT_OK:
+            raise
+    click.confirm(f"Delete stack {name} and all its resources?", abort=True)
+
+
+# --- reading ------------------------------------------------------------------------------
+
+
+def _reader(
+    state: str,
+    fmt: str,
+    debug: bool,
+    log_json: bool,
+    read: Callable[[Converge], Coroutine[Any, Any, Any]],
+    show: Callable[[Any], None],
+) -> None:
+    """Run ``read`` against the state file, then print its result as JSON or with ``show``."""
+
+    async def body(session: Session) -> int:
+        async with _open(state, must_exist=True) as cv:
+            result = await read(cv)
+        if fmt == output.Format.JSON:
+            output.print_json(result)
+        else:
+            show(result)
+        return EXIT_OK
+
+    _run(body, debug, log_json)
+
+
+@click.command()
+@click.argument("name")
+@common_options
+def show(name: str, state: str, output_format: str, debug: bool, log_json: bool) -> None:
+    """Show stack NAME: its status, parameters and outputs."""
+
+    async def read(cv: Converge) -> dict[str, Any]:
+        return (await cv.get_stack(name)).as_dict()
+
+    def print_stack(stack: dict[str, Any]) -> None:
+        console = output.make_console()
+        console.print(output.stack_table(stack))
+        if stack["outputs"]:
+            console.print(output.outputs_table(stack["outputs"]))
+
+    _reader(state, output_format, debug, log_json, read, print_stack)
+
+
+@click.command()
+@click.argument("name")
+@common_options
+def resources(name: str, state: str, output_format: str, debug: bool, log_json: bool) -> None:
+    """List the resources of stack NAME."""
+
+    async def read(cv: Converge) -> list[dict[str, Any]]:
+        stack = await cv.get_stack(name)
+        return output.dicts(await cv.list_resources(stack.id))
+
+    _reader(
+        state,
+        output_format,
+        debug,
+        log_json,
+        read,
+        lambda rows: output.make_console().print(output.resources_table(rows)),
+    )
+
+
+@click.command()
+@click.argument("name")
+@click.option("--resource", "-r", "resource_name", help="Only the events of this resource.")
+@common_options
+def events(
+    name: str,
+    resource_name: str | None,
+    state: str,
+    output_format: str,
+    debug: bool,
+    log_json: bool,
+) -> None:
+    """List the events of stack NAME, oldest first."""
+
+    async def read(cv: Converge) -> list[dict[str, Any]]:
+        stack = await cv.get_stack(name)
+        return output.dicts(await cv.list_events(stack.id, resource_name=resource_name))
+
+    _reader(
+        state,
+        output_format,
+        debug,
+        log_json,
+        read,
+        lambda rows: output.make_console().print(output.events_table(rows)),
+    )
+
+
+@click.command()
+@click.argument("name")
+@common_options
+def outputs(name: str, state: str, output_format: str, debug: bool, log_json: bool) -> None:
+    """Show the outputs of stack NAME."""
+
+    async def read(cv: Converge) -> list[dict[str, Any]]:
+        return await cv.outputs(name)
+
+    _reader(
+        state,
+        output_format,
+        debug,
+        log_json,
+        read,
+        lambda rows: output.make_console().print(output.outputs_table(rows)),
+    )
+
+
+@click.command(name="list")
+@common_options
+def list_stacks(state: str, output_format: str, debug: bool, log_json: bool) -> None:
+    """List the stacks in the state file."""
+    if not Path(state).exists():
+        # No state file yet is no stacks yet; reading must not create the file.
+        if output_format == output.Format.JSON:
+            output.print_json([])
+        else:
+            output.make_console().print(output.stacks_table([]))
+        return
+
+    async def read(cv: Converge) -> list[dict[str, Any]]:
+        return output.dicts(await cv.list_stacks())
+
+    _reader(
+        state,
+        output_format,
+        debug,
+        log_json,
+        read,
+        lambda rows: output.make_console().print(output.stacks_table(rows)),
+    )
+
+
+# --- hooks --------------------------------------------------------------------------------
+
+
+@click.group()
+def hook() -> None:
+    """Breakpoints: resources paused before or after an action."""
+
+
+@hook.command(name="clear")
+@click.argument("name")
+@click.argument("resource")
+@click.argument("hook_name", metavar="HOOK")
+@common_options
+def clear_hook(
+    name: str,
+    resource: str,
+    hook_name: str,
+    state: str,
+    output_format: str,
+    debug: bool,
+    log_json: bool,
+) -> None:
+    """Let RESOURCE of stack NAME go on past HOOK (e.g. pre-create)."""
+
+    async def body(session: Session) -> int:
+        async with _open(state, must_exist=True) as cv:
+            await cv.clear_hook(name, resource, hook_name)
+            session.interrupt_message = (
+                f"interrupted: hook {hook_name} of {resource} is cleared; the stack's "
+                "remaining work resumes with the next converge command that runs the engine"
+            )
+            # The resumed resource runs in this process's engine: let it finish its step.
+            await cv.engine.idle()
+        if output_format == output.Format.JSON:
+            output.print_json({"stack": name, "resource": resource, "hook": hook_name})
+        else:
+            click.echo(f"Cleared hook {hook_name} on resource {resource} of stack {name}.")
+        return EXIT_OK
+
+    _run(body, debug, log_json)
+
+
+COMMANDS: tuple[click.Command, ...] = (
+    apply,
+    plan,
+    destroy,
+    show,
+    resources,
+    events,
+    outputs,
+    list_stacks,
+    hook,
+)
+
+
+def register(group: click.Group) -> None:
+    """Add the embedded-mode commands to the ``converge`` group."""
+    for command in COMMANDS:
+        group.add_command(command)
+
+
+__all__ = ["COMMANDS", "register"]

@@ -1,0 +1,1 @@
+"""The pure core: template evaluation, graphs and decisions. No database, network or clock."""

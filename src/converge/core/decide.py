@@ -1,0 +1,131 @@
+"""What must happen to one resource in a traversal: pure decisions over plain data.
+
+Create and delete are updates from or to nothing: the update phase of a node decides
+between CREATE, UPDATE (in place), REPLACE and NOTHING; the cleanup phase decides between
+DELETE, RETAIN (forget, keep the real thing) and NOTHING.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from converge.core.schema import PropertySchema
+from converge.core.states import Action, Status
+
+
+class Change(StrEnum):
+    NOTHING = "NOTHING"
+    CREATE = "CREATE"
+    UPDATE = "UPDATE"
+    REPLACE = "REPLACE"
+    DELETE = "DELETE"
+    RETAIN = "RETAIN"
+
+
+@dataclass(frozen=True)
+class Decision:
+    change: Change
+    reason: str
+    changed_properties: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ResourceState:
+    """The parts of a stored resource that decisions look at."""
+
+    action: Action
+    status: Status
+    type: str
+    properties: Mapping[str, Any]  # as last applied
+    current_template_id: int | None
+    has_physical_resource: bool
+
+
+MISSING: Any = object()
+
+
+def changed_properties(applied: Mapping[str, Any], desired: Mapping[str, Any]) -> tuple[str, ...]:
+    """Names of properties whose value differs (a missing key counts as None)."""
+    names = sorted(set(applied) | set(desired))
+    return tuple(name for name in names if applied.get(name) != desired.get(name))
+
+
+def decide_update(
+    state: ResourceState,
+    desired_type: str,
+    desired: Mapping[str, Any],
+    schema: Mapping[str, PropertySchema],
+    *,
+    open_properties: bool = False,
+    observed: Mapping[str, Any] | object | None = MISSING,
+) -> Decision:
+    """Decide the update phase for a resource.
+
+    ``observed`` is the live state when the update compares against reality (MISSING when
+    it does not; None when the real thing is gone). ``open_properties`` types accept any
+    property and update every change in place.
+
+    Purely computational, no side-effects.
+    """
+    if state.action == Action.INIT:
+        return Decision(Change.CREATE, "not created yet")
+    if state.action == Action.CREATE and state.status == Status.IN_PROGRESS:
+        # An interrupted create: run it again; plugins adopt what they already made.
+        return Decision(Change.CREATE, "create was interrupted")
+    if state.status == Status.FAILED:
+        if state.action != Action.CREATE and not changed_properties(state.properties, desired):
+            # A failed update converging back to what was last applied (a rollback): the
+            # original is kept and its known-good properties are applied again in place.
+            return Decision(
+                Change.UPDATE, f"resource is {state.action}_FAILED: re-applying its properties"
+            )
+        return Decision(
+            Change.REPLACE, f"resource is {state.action}_FAILED and is replaced by the update"
+        )
+    if state.type != desired_type:
+        return Decision(Change.REPLACE, f"type changed from {state.type} to {desired_type}")
+    if observed is None:
+        return Decision(Change.CREATE, "the real resource is gone")
+    baseline: Mapping[str, Any] = state.properties
+    if observed is not MISSING and isinstance(observed, Mapping):
+        # Against reality: what the template wants vs what is there now. Properties the
+        # plugin cannot observe keep the applied value.
+        baseline = {**state.properties, **observed}
+    changed = changed_properties(baseline, desired)
+    if not changed:
+        if state.status == Status.IN_PROGRESS:
+            return Decision(Change.UPDATE, "previous update was interrupted")
+        return Decision(Change.NOTHING, "no change")
+    if open_properties:
+        return Decision(Change.UPDATE, "properties changed", changed)
+    fixed = [name for name in changed if not _update_allowed(schema, name)]
+    if fixed:
+        return Decision(
+            Change.REPLACE,
+            "changed properties that cannot be updated in place: " + ", ".join(fixed),
+            changed,
+        )
+    return Decision(Change.UPDATE, "properties changed", changed)
+
+
+def _update_allowed(schema: Mapping[str, PropertySchema], name: str) -> bool:
+    prop = schema.get(name)
+    return prop is not None and prop.update_allowed
+
+
+def decide_cleanup(
+    is_current: bool,
+    deletion_policy: str,
+) -> Decision:
+    """Decide the cleanup phase: keep the resource the new template uses, remove the rest.
+
+    Purely computational, no side-effects.
+    """
+    if is_current:
+        return Decision(Change.NOTHING, "in the current template")
+    if deletion_policy == "Retain":
+        return Decision(Change.RETAIN, "deletion_policy is Retain: the real resource is kept")
+    return Decision(Change.DELETE, "not in the current template")

@@ -1,0 +1,1 @@
+"""HOT intrinsic functions, one module per theme; ``tables`` assembles them per version."""

@@ -1,0 +1,471 @@
+"""``prepare_stack``: a loaded template, an environment and values -> a validated stack.
+
+One pass that collects every problem it can find (``TemplateErrors``) instead of stopping
+at the first: parameters, conditions (evaluated once), each resource's keys, type, properties
+and references, outputs, and finally dependency cycles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from converge.core.schema import (
+    AttributeSchema,
+    PropertySchema,
+    PropertyType,
+    ResourceTypeSchema,
+    TypeSchemas,
+    to_boolean,
+    validate_properties,
+)
+from converge.core.template.context import StackIdentity, StackScope
+from converge.core.template.definitions import (
+    OutputDefinition,
+    ResourceDefinition,
+    StackDefinition,
+    is_deferred,
+)
+from converge.core.template.environment import Environment, is_provider_template
+from converge.core.template.nodes import Unresolved, Where, parse, partial
+from converge.core.template.nodes import references as find_references
+from converge.core.template.parameters import (
+    ParameterSource,
+    ParameterType,
+    parameter_schemas,
+    resolve_parameters,
+)
+from converge.core.template.template import Template, did_you_mean, load_template
+from converge.core.template.versions import normalize_deletion_policy
+from converge.errors import TemplateError, TemplateErrors
+
+# Every resource has these, whatever its type (Heat's base attributes).
+BASE_ATTRIBUTES = ("show",)
+_PROVIDER_ATTRIBUTES = ("OS::stack_id",)
+_PARAMETER_PROPERTY_TYPES = {
+    ParameterType.STRING: PropertyType.STRING,
+    ParameterType.NUMBER: PropertyType.NUMBER,
+    ParameterType.COMMA_DELIMITED_LIST: PropertyType.LIST,
+    ParameterType.JSON: PropertyType.ANY,
+    ParameterType.BOOLEAN: PropertyType.BOOLEAN,
+}
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+def provider_schema(template: Template, type_name: str) -> ResourceTypeSchema:
+    """A provider template as a resource type: parameters are properties, outputs attributes."""
+    schemas, errors = parameter_schemas(template)
+    TemplateErrors.raise_if_any(errors)
+    properties = {
+        name: PropertySchema(
+            type=_PARAMETER_PROPERTY_TYPES[schema.type],
+            description=schema.description,
+            required=not schema.has_default,
+            default=schema.default if schema.has_default else None,
+            constraints=tuple(c for c in schema.constraints if c.kind != "custom_constraint"),
+            update_allowed=True,
+            hidden=schema.hidden,
+        )
+        for name, schema in schemas.items()
+    }
+    attributes = {name: AttributeSchema(description=str(name)) for name in template.outputs}
+    attributes.update({name: AttributeSchema() for name in _PROVIDER_ATTRIBUTES})
+    return ResourceTypeSchema(type_name, properties, attributes, template.description)
+
+
+class _Conditions:
+    """Named conditions, each evaluated once on first use; cycles are reported."""
+
+    def __init__(self, template: Template) -> None:
+        self.template = template
+        self.raw = template.conditions
+        self.values: dict[str, bool] = {}
+        self.evaluating: list[str] = []
+        self.failed: set[str] = set()  # reported once; later uses count as unknown
+        self.scope: StackScope | None = None  # set once the scope exists
+
+    def __call__(self, name: str, where: Where) -> bool:
+        if name in self.values:
+            return self.values[name]
+        if name in self.failed:
+            raise Unresolved(name)
+        if name not in self.raw:
+            raise where.error(f"unknown condition {name!r}{did_you_mean(name, self.raw)}")
+        if name in self.evaluating:
+            cycle = [*self.evaluating[self.evaluating.index(name) :], name]
+            raise where.error("condition cycle: " + " -> ".join(cycle))
+        self.evaluating.append(name)
+        try:
+            value = self.evaluate(self.raw[name], self.template.where.child("conditions", name))
+        except (TemplateError, Unresolved):
+            self.failed.add(name)
+            raise
+        finally:
+            self.evaluating.pop()
+        self.values[name] = value
+        return value
+
+    def evaluate(self, raw: Any, where: Where) -> bool:
+        """A condition definition or a resource's ``condition:`` value, as a boolean."""
+        if isinstance(raw, bool):
+            return raw
+        if isinstance(raw, str):
+            return self(raw, where)
+        node = parse(raw, self.template.version.condition_functions, where)
+        if not is_deferred(node):
+            raise where.error(
+                "a condition must be a boolean, a condition name or a condition function "
+                f"({', '.join(sorted(self.template.version.condition_functions))})"
+            )
+        assert self.scope is not None  # set by prepare_stack before any evaluation
+        value = node.resolve(self.scope)
+        if isinstance(value, str):
+            return self(value, where)
+        try:
+            return to_boolean(value)
+        except ValueError:
+            raise where.error(f"a condition must evaluate to a boolean, not {value!r}") from None
+
+
+class _Preparer:
+    def __init__(
+        self,
+        template: Template,
+        environment: Environment,
+        parameters: Mapping[str, Any],
+        files: Mapping[str, str],
+        identity: StackIdentity,
+        schemas: TypeSchemas,
+        previous_parameters: Mapping[str, Any] | None,
+    ) -> None:
+        self.template = template
+        self.version = template.version
+        self.environment = environment
+        self.given = parameters
+        self.files = files
+        self.identity = identity
+        self.schemas = schemas
+        self.previous = previous_parameters
+        self.errors: list[TemplateError] = []
+        self.conditions = _Conditions(template)
+        self.resource_types: dict[str, tuple[str, ResourceTypeSchema | None, str | None]] = {}
+        self.provider_schemas: dict[str, ResourceTypeSchema | None] = {}
+
+    # --- parameters and conditions ---------------------------------------------------------
+
+    def parameters(self) -> tuple[dict[str, Any], Mapping[str, Any]]:
+        schemas, errors = parameter_schemas(self.template)
+        self.errors.extend(errors)
+        env = self.environment
+        env_label = f"from {env.filename}" if env.filename else "from the environment"
+        sources = [
+            ParameterSource(self.given),
+            ParameterSource(env.parameters, env_label, env.origins),
+            ParameterSource(
+                env.parameter_defaults, "from parameter_defaults", reject_unknown=False
+            ),
+        ]
+        values, errors = resolve_parameters(schemas, sources, previous=self.previous)
+        self.errors.extend(errors)
+        self.hidden = frozenset(name for name, schema in schemas.items() if schema.hidden)
+        return values, schemas
+
+    def condition_of(self, raw: Mapping[str, Any], where: Where) -> bool:
+        """Whether a resource or output is enabled; problems count as enabled."""
+        if "condition" not in raw:
+            return True
+        try:
+            return self.conditions.evaluate(raw["condition"], where.child("condition"))
+        except Unresolved:
+            return True  # depends on a parameter that has no valid value: reported already
+        except TemplateError as exc:
+            self.errors.append(exc)
+            return True
+
+    # --- resource types --------------------------------------------------------------------
+
+    def provider(self, file: str, where: Where) -> ResourceTypeSchema | None:
+        if file in self.provider_schemas:
+            return self.provider_schemas[file]
+        schema = None
+        if file not in self.files:
+            self.errors.append(where.error(f"provider template {file!r} is not in the files map"))
+        else:
+            try:
+                nested = load_template(self.files[file], file, limits=self.template.limits)
+                schema = provider_schema(nested, file)
+            except TemplateError as exc:
+                self.errors.append(exc)
+        self.provider_schemas[file] = schema
+        return schema
+
+    def type_of(self, name: str, raw: Mapping[str, Any], where: Where) -> None:
+        """Resolve a resource's type through the registry and find its schema."""
+        type_name = raw.get("type")
+        if not isinstance(type_name, str) or not type_name:
+            self.errors.append(
+                where.error("missing type")
+                if type_name is None
+                else where.child("type").error("type must be a string")
+            )
+            self.resource_types[name] = ("", None, None)
+            return
+        try:
+            implementation = self.environment.implementation_type(type_name, name)
+        except ValueError as exc:
+            self.errors.append(where.child("type").error(str(exc)))
+            self.resource_types[name] = (type_name, None, None)
+            return
+        if is_provider_template(implementation):
+            schema = self.provider(implementation, where.child("type"))
+            self.resource_types[name] = (implementation, schema, implementation)
+            return
+        schema = self.schemas.lookup(implementation)
+        if schema is None:
+            known = [*self.schemas.type_names(), *self.environment.types]
+            mapped = (
+                ""
+                if implementation == type_name
+                else f" (mapped from {type_name!r} by the environment)"
+            )
+            self.errors.append(
+                where.child("type").error(
+                    f"unknown resource type {implementation!r}{mapped}"
+                    f"{did_you_mean(implementation, known)}"
+                )
+            )
+        self.resource_types[name] = (implementation, schema, None)
+
+    def check_attribute(self, resource: str, attribute: str, where: Where) -> None:
+        implementation, schema, _ = self.resource_types.get(resource, ("", None, None))
+        if schema is None or (schema.open_properties and not schema.attributes):
+            return
+        if attribute in schema.attributes or attribute in BASE_ATTRIBUTES:
+            return
+        choices = [*schema.attributes, *BASE_ATTRIBUTES]
+        raise where.error(
+            f"resource {resource!r} ({implementation}) has no attribute {attribute!r}"
+            f"{did_you_mean(attribute, choices)}"
+        )
+
+    # --- snippets ---------------------------------------------------------------------------
+
+    def evaluate(self, raw: Any, where: Where, scope: StackScope) -> Any:
+        """Parse a snippet and evaluate what does not need resource data."""
+        try:
+            return partial(parse(raw, self.version.functions, where), scope)
+        except TemplateError as exc:
+            self.errors.append(exc)
+            return None
+
+    def resource(self, name: str, raw: Any, where: Where, scope: StackScope) -> ResourceDefinition:
+        version = self.version
+        for key in raw:
+            if key not in version.resource_keys:
+                self.errors.append(
+                    where.child(key).error(
+                        f"unknown key {key!r}{did_you_mean(key, version.resource_keys)}"
+                    )
+                )
+        implementation, schema, provider = self.resource_types[name]
+        count = len(self.errors)
+        properties = self.evaluate(raw.get("properties") or {}, where.child("properties"), scope)
+        if len(self.errors) > count:
+            properties = {}  # reported; checking the rest against the schema would only add noise
+        elif not isinstance(properties, dict) and not is_deferred(properties):
+            self.errors.append(where.child("properties").error("properties must be a map"))
+            properties = {}
+        elif schema is not None and isinstance(properties, dict):
+            _, problems = validate_properties(
+                properties,
+                schema.properties,
+                is_deferred=is_deferred,
+                open_properties=schema.open_properties,
+            )
+            base = where.child("properties")
+            self.errors.extend(base.child(*p.path).error(p.message) for p in problems)
+        metadata = self.evaluate(raw.get("metadata"), where.child("metadata"), scope)
+        if metadata is not None and not isinstance(metadata, dict) and not is_deferred(metadata):
+            self.errors.append(where.child("metadata").error("metadata must be a map"))
+        update_policy = self.evaluate(raw.get("update_policy"), where.child("update_policy"), scope)
+        external_id = self.evaluate(raw.get("external_id"), where.child("external_id"), scope)
+        deletion_policy = "Delete"
+        if raw.get("deletion_policy") is not None:
+            at = where.child("deletion_policy")
+            value = self.evaluate(raw["deletion_policy"], at, scope)
+            try:
+                deletion_policy = normalize_deletion_policy(value, version, at)
+            except TemplateError as exc:
+                self.errors.append(exc)
+        description = raw.get("description") or ""
+        if not isinstance(description, str):
+            self.errors.append(where.child("description").error("description must be a string"))
+            description = ""
+        depends_on = self.depends_on(raw.get("depends_on"), where.child("depends_on"), scope)
+        requires = set(depends_on)
+        for snippet in (properties, metadata):
+            for reference in find_references(snippet):
+                if (
+                    reference.resource in scope.resources
+                    and reference.resource not in scope.disabled
+                ):
+                    requires.add(reference.resource)
+        return ResourceDefinition(
+            name=name,
+            type=str(raw.get("type")),
+            implementation_type=implementation,
+            properties=properties,
+            where=where,
+            depends_on=depends_on,
+            requires=frozenset(requires),
+            metadata=metadata,
+            deletion_policy=deletion_policy,
+            update_policy=update_policy,
+            external_id=external_id,
+            description=description,
+            hooks=self.environment.hooks_for(name),
+            restricted_actions=self.environment.restricted_actions_for(name),
+            provider_template=provider,
+            schema=schema,
+            scope=scope,
+        )
+
+    def depends_on(self, raw: Any, where: Where, scope: StackScope) -> tuple[str, ...]:
+        if raw is None:
+            return ()
+        names = [raw] if isinstance(raw, str) else raw
+        if not isinstance(names, list):
+            self.errors.append(where.error("depends_on must be a resource name or a list of them"))
+            return ()
+        result: list[str] = []
+        for index, item in enumerate(names):
+            at = where.child(index) if isinstance(raw, list) else where
+            if not isinstance(item, str):
+                self.errors.append(
+                    at.error(f"depends_on entries must be resource names, not {item!r}")
+                )
+            elif item in scope.disabled:
+                continue  # Heat drops dependencies on resources whose condition is false
+            elif item not in scope.resources:
+                self.errors.append(
+                    at.error(
+                        f"depends_on: unknown resource {item!r}"
+                        f"{did_you_mean(item, scope.resources)}"
+                    )
+                )
+            elif item not in result:
+                result.append(item)
+        return tuple(result)
+
+    def output(self, name: str, raw: Any, where: Where, scope: StackScope) -> OutputDefinition:
+        for key in raw:
+            if key not in self.version.output_keys:
+                self.errors.append(
+                    where.child(key).error(
+                        f"unknown key {key!r}{did_you_mean(key, self.version.output_keys)}"
+                    )
+                )
+        value = self.evaluate(raw.get("value"), where.child("value"), scope)
+        description = raw.get("description") or ""
+        return OutputDefinition(name, value, where, str(description), scope)
+
+    # --- the whole stack --------------------------------------------------------------------
+
+    def run(self) -> StackDefinition:
+        template = self.template
+        values, declared = self.parameters()
+        section = template.where.child("resources")
+        raw_resources = template.resources
+        scope = StackScope(
+            version=self.version,
+            parameters=values,
+            declared=declared,
+            identity=self.identity,
+            files=self.files,
+            conditions=self.conditions,
+            resources=raw_resources,
+            check_attribute=self.check_attribute,
+        )
+        self.conditions.scope = scope
+        for name in template.conditions:
+            try:
+                self.conditions(name, template.where.child("conditions", name))
+            except Unresolved:
+                pass
+            except TemplateError as exc:
+                self.errors.append(exc)
+
+        disabled: set[str] = set()
+        enabled: list[str] = []
+        for name, raw in raw_resources.items():
+            where = section.child(name)
+            if not isinstance(raw, dict):
+                self.errors.append(where.error("a resource must be a map with at least a type"))
+                disabled.add(name)
+                continue
+            if self.condition_of(raw, where):
+                enabled.append(name)
+                self.type_of(name, raw, where)
+            else:
+                disabled.add(name)
+        scope.disabled = frozenset(disabled)
+
+        resources: dict[str, ResourceDefinition] = {}
+        for name in enabled:
+            resources[name] = self.resource(name, raw_resources[name], section.child(name), scope)
+
+        outputs: dict[str, OutputDefinition] = {}
+        output_section = template.where.child("outputs")
+        for name, raw in template.outputs.items():
+            where = output_section.child(name)
+            if not isinstance(raw, dict):
+                self.errors.append(where.error("an output must be a map with a value"))
+                continue
+            if self.condition_of(raw, where):
+                outputs[name] = self.output(name, raw, where, scope)
+
+        definition = StackDefinition(
+            version=self.version,
+            description=template.description,
+            parameters=MappingProxyType(values),
+            resources=MappingProxyType(resources),
+            outputs=MappingProxyType(outputs),
+            conditions=MappingProxyType(dict(self.conditions.values)),
+            hidden_parameters=self.hidden,
+            notes=self.environment.notes,
+            environment=self.environment,
+        )
+        cycle = definition.graph().find_cycle()
+        if cycle:
+            path = " -> ".join([*cycle, cycle[0]])
+            self.errors.append(resources[cycle[0]].where.error(f"dependency cycle: {path}"))
+        TemplateErrors.raise_if_any(self.errors)
+        return definition
+
+
+def prepare_stack(
+    template: Template,
+    *,
+    environment: Environment | None = None,
+    parameters: Mapping[str, Any] = _EMPTY,
+    files: Mapping[str, str] = _EMPTY,
+    identity: StackIdentity,
+    schemas: TypeSchemas,
+    previous_parameters: Mapping[str, Any] | None = None,
+) -> StackDefinition:
+    """Validate a template with its environment and values into a ``StackDefinition``.
+
+    Every problem found is raised together as ``TemplateErrors`` (a single one as
+    ``TemplateError``), each naming the file, line and path.
+    """
+    preparer = _Preparer(
+        template,
+        environment or Environment(),
+        parameters,
+        files,
+        identity,
+        schemas,
+        previous_parameters,
+    )
+    return preparer.run()

@@ -1,0 +1,187 @@
+"""The graph a traversal walks: update nodes in dependency order, cleanup nodes in reverse.
+
+Built from the new template's requirements (by resource name) and the resources that exist
+(by id, with the requirements recorded when they were last converged), following Heat's
+convergence: the update of a resource waits for the updates of what it requires; the
+cleanup of a resource waits for the cleanup of everything that required it (delete order
+from the *old* relationships) and for its own update node (so an old resource goes only
+after its replacement exists and dependents point at it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, order=True)
+class GraphNode:
+    resource_id: int
+    is_update: bool
+
+    def encode(self) -> list[Any]:
+        return [self.resource_id, self.is_update]
+
+    @staticmethod
+    def decode(data: Iterable[Any]) -> GraphNode:
+        resource_id, is_update = data
+        return GraphNode(int(resource_id), bool(is_update))
+
+    def __str__(self) -> str:
+        return f"{self.resource_id}:{'update' if self.is_update else 'cleanup'}"
+
+
+# The stack's own sync point: every node nothing else waits for reports here.
+STACK_NODE = GraphNode(0, True)
+
+
+@dataclass(frozen=True)
+class ExistingResource:
+    """A stored resource row, as graph building sees it."""
+
+    id: int
+    name: str
+    requires: frozenset[int]
+    replaces: int | None
+    current_template_id: int | None
+
+
+@dataclass
+class TraversalGraph:
+    """Predecessors and successors of every node; immutable once stored for a traversal."""
+
+    predecessors: dict[GraphNode, set[GraphNode]] = field(default_factory=dict)
+    successors: dict[GraphNode, set[GraphNode]] = field(default_factory=dict)
+
+    def add_node(self, node: GraphNode) -> None:
+        self.predecessors.setdefault(node, set())
+        self.successors.setdefault(node, set())
+
+    def add_edge(self, node: GraphNode, requires: GraphNode) -> None:
+        """``node`` runs only after ``requires`` has reported."""
+        self.add_node(node)
+        self.add_node(requires)
+        self.predecessors[node].add(requires)
+        self.successors[requires].add(node)
+
+    def __contains__(self, node: object) -> bool:
+        return node in self.predecessors
+
+    def __len__(self) -> int:
+        return len(self.predecessors)
+
+    @property
+    def nodes(self) -> list[GraphNode]:
+        return list(self.predecessors)
+
+    def leaves(self) -> list[GraphNode]:
+        """Nodes that wait for nothing: where the traversal starts."""
+        return sorted(node for node, preds in self.predecessors.items() if not preds)
+
+    def sinks(self) -> list[GraphNode]:
+        """Nodes nothing waits for: they report to the stack's sync point."""
+        return sorted(node for node, succs in self.successors.items() if not succs)
+
+    def successors_of(self, node: GraphNode) -> list[GraphNode]:
+        """Where ``node`` reports: its successors, or the stack when it has none."""
+        succs = self.successors.get(node)
+        if not succs:
+            return [STACK_NODE]
+        return sorted(succs)
+
+    def predecessors_of(self, node: GraphNode) -> set[GraphNode]:
+        if node == STACK_NODE:
+            return set(self.sinks())
+        return self.predecessors.get(node, set())
+
+    def encode(self) -> dict[str, Any]:
+        """JSON form: nodes and edges as ``[resource_id, is_update]`` pairs."""
+        return {
+            "nodes": [node.encode() for node in sorted(self.predecessors)],
+            "edges": [
+                [node.encode(), required.encode()]
+                for node in sorted(self.predecessors)
+                for required in sorted(self.predecessors[node])
+            ],
+        }
+
+    @staticmethod
+    def decode(data: Mapping[str, Any]) -> TraversalGraph:
+        graph = TraversalGraph()
+        for raw in data.get("nodes", []):
+            graph.add_node(GraphNode.decode(raw))
+        for raw_node, raw_required in data.get("edges", []):
+            graph.add_edge(GraphNode.decode(raw_node), GraphNode.decode(raw_required))
+        return graph
+
+
+def choose_rows(
+    names: Iterable[str],
+    existing: Iterable[ExistingResource],
+    target_template_id: int,
+    previous_template_id: int | None,
+) -> dict[str, ExistingResource | None]:
+    """Pick, for every resource name of the target template, the stored row to converge.
+
+    Heat's rule: prefer a row already converged with the target template (a rollback finds
+    the original that still exists), then one from the previous template, then any (a
+    row left by a superseded traversal). None: a new row is needed.
+
+    Purely computational, no side-effects.
+    """
+    by_name: dict[str, list[ExistingResource]] = {}
+    for row in existing:
+        by_name.setdefault(row.name, []).append(row)
+    chosen: dict[str, ExistingResource | None] = {}
+    for name in names:
+        candidates = sorted(by_name.get(name, []), key=lambda row: row.id, reverse=True)
+        chosen[name] = (
+            next((r for r in candidates if r.current_template_id == target_template_id), None)
+            or next(
+                (
+                    r
+                    for r in candidates
+                    if previous_template_id is not None
+                    and r.current_template_id == previous_template_id
+                ),
+                None,
+            )
+            or (candidates[0] if candidates else None)
+        )
+    return chosen
+
+
+def build_traversal_graph(
+    requirements: Mapping[str, Iterable[str]],
+    resource_ids: Mapping[str, int],
+    existing: Iterable[ExistingResource],
+) -> TraversalGraph:
+    """The traversal graph for converging to a template.
+
+    ``requirements``: for each resource name of the target template, the names it requires.
+    ``resource_ids``: the row chosen (or made) for each of those names.
+    ``existing``: every stored row of the stack before this traversal.
+
+    Purely computational, no side-effects.
+    """
+    graph = TraversalGraph()
+    for name, required_names in requirements.items():
+        node = GraphNode(resource_ids[name], True)
+        graph.add_node(node)
+        for required in required_names:
+            graph.add_edge(node, GraphNode(resource_ids[required], True))
+    rows = {row.id: row for row in existing}
+    for row in rows.values():
+        cleanup = GraphNode(row.id, False)
+        graph.add_node(cleanup)
+        for required_id in row.requires:
+            if required_id in rows:
+                # Delete order from the old relationships: what required me goes first.
+                graph.add_edge(GraphNode(required_id, False), cleanup)
+        if row.replaces is not None and row.replaces in rows:
+            graph.add_edge(GraphNode(row.replaces, False), cleanup)
+        update = GraphNode(row.id, True)
+        if update in graph:
+            graph.add_edge(cleanup, update)
+    return graph

@@ -1,0 +1,1 @@
+"""The convergence engine: stack operations as traversals, workers, sync points, the sweeper."""

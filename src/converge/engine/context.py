@@ -1,0 +1,95 @@
+"""What every part of the engine shares in one process: adapters, caches and identity."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from converge.adapters.sql.store import SqlStore
+from converge.core.states import Action
+from converge.core.template import (
+    StackDefinition,
+    StackIdentity,
+    environment_from_data,
+    prepare_stack,
+    template_from_data,
+)
+from converge.core.traversal import GraphNode, TraversalGraph
+from converge.engine.cache import AsyncLru
+from converge.engine.settings import EngineSettings
+from converge.messages import CheckResource
+from converge.ports import Bus, Clock
+from converge.records import ResourceRecord
+from converge.resources.base import AppliedState
+from converge.resources.registry import PluginRegistry
+
+log = logging.getLogger("converge.engine")
+
+EMPTY_TEMPLATE: Mapping[str, Any] = {
+    "heat_template_version": "2021-04-16",
+    "resources": {},
+}
+
+
+@dataclass
+class EngineContext:
+    store: SqlStore
+    bus: Bus
+    registry: PluginRegistry
+    settings: EngineSettings
+    clock: Clock
+    engine_id: str
+    # (traversal, node) being checked here: the sweeper does not re-send those. Sent but
+    # not yet received is not tracked: a message lost on the way must be re-sent.
+    inflight: set[tuple[str, GraphNode]] = field(default_factory=set)
+    live_engines: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.definitions: AsyncLru[int, StackDefinition] = AsyncLru(self._load_definition, 32)
+        self.graphs: AsyncLru[tuple[str, str], TraversalGraph | None] = AsyncLru(
+            self._load_graph, 32
+        )
+
+    async def _load_definition(self, template_id: int) -> StackDefinition:
+        record = await self.store.get_template(template_id)
+        stack = await self.store.get_stack(record.stack_id)
+        template = template_from_data(record.template, filename=f"<stack {stack.name}>")
+        return prepare_stack(
+            template,
+            environment=environment_from_data(record.environment),
+            parameters=record.parameters,
+            files=record.files,
+            identity=StackIdentity(stack.name, stack.id, stack.project_id),
+            schemas=self.registry,
+        )
+
+    async def _load_graph(self, key: tuple[str, str]) -> TraversalGraph | None:
+        stack_id, traversal_id = key
+        current, data = await self.store.get_traversal_graph(stack_id)
+        if current != traversal_id or data is None:
+            return None
+        return TraversalGraph.decode(data)
+
+    async def graph(self, stack_id: str, traversal_id: str) -> TraversalGraph | None:
+        """The graph of a traversal if it is still the stack's current one."""
+        graph = await self.graphs.get((stack_id, traversal_id))
+        if graph is None:
+            self.graphs.forget((stack_id, traversal_id))
+        return graph
+
+    def reference_id(self, row: ResourceRecord) -> Any:
+        """What ``get_resource`` gives for a stored resource."""
+        if row.action == Action.INIT:
+            return None
+        plugin = self.registry.plugin(row.type)
+        return plugin.reference_id(applied_state(row))
+
+    async def send_check(self, stack_id: str, traversal_id: str, node: GraphNode) -> None:
+        message = CheckResource(stack_id, traversal_id, node.resource_id, node.is_update)
+        await self.bus.send_work(message.to_dict())
+
+
+def applied_state(row: ResourceRecord) -> AppliedState:
+    return AppliedState(row.physical_resource_id, row.properties_data, row.plugin_data)

@@ -1,0 +1,370 @@
+"""Stack operations: every create, update, delete, rollback and cancel starts a traversal.
+
+Starting one stores the target template, makes rows for new resources, builds the graph,
+points the stack at a new traversal id (compare-and-swap, so a concurrent operation simply
+supersedes the older one: no lock, no "stack is busy") and sends the leaves. Completion
+and failure of a traversal are also decided here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from converge.core.states import Action, Status
+from converge.core.template import StackDefinition
+from converge.core.traversal import (
+    STACK_NODE,
+    ExistingResource,
+    GraphNode,
+    TraversalGraph,
+    build_traversal_graph,
+    choose_rows,
+)
+from converge.engine.context import EMPTY_TEMPLATE, EngineContext
+from converge.engine.inputs import StoredData
+from converge.errors import Conflict, ConvergeError, TemplateError
+from converge.records import NewEvent, NewResource, ResourceRecord, StackRecord
+
+log = logging.getLogger("converge.engine.operations")
+
+STACK_TYPE = "OS::Heat::Stack"
+_MAX_START_ATTEMPTS = 50
+
+
+class _RowsChanged(Exception):
+    """A resource row vanished while a traversal was being started: read again."""
+
+
+class _Automatic:
+    """Marks "choose the previous template by the usual rule"."""
+
+
+AUTOMATIC = _Automatic()
+
+
+def stack_event(stack: StackRecord, action: Action, status: Status, reason: str) -> NewEvent:
+    return NewEvent(
+        resource_name=stack.name,
+        resource_type=STACK_TYPE,
+        action=str(action),
+        status=str(status),
+        reason=reason,
+        physical_resource_id=stack.id,
+    )
+
+
+class StackOperations:
+    def __init__(self, ctx: EngineContext) -> None:
+        self.ctx = ctx
+        self._timers: set[asyncio.Task[None]] = set()
+        self._settled: dict[str, asyncio.Event] = {}
+
+    # --- starting traversals -----------------------------------------------------------
+
+    async def converge(
+        self,
+        stack_id: str,
+        template_id: int,
+        definition: StackDefinition,
+        action: Action,
+        *,
+        reason: str | None = None,
+        previous_template_id: int | _Automatic | None = AUTOMATIC,
+    ) -> StackRecord:
+        """Start a traversal converging the stack to ``template_id``; supersedes any other."""
+        requirements = {name: sorted(res.requires) for name, res in definition.resources.items()}
+        for _attempt in range(_MAX_START_ATTEMPTS):
+            stack = await self.ctx.store.get_stack(stack_id)
+            previous: int | None
+            if isinstance(previous_template_id, _Automatic):
+                previous = (
+                    stack.raw_template_id
+                    if stack.status == Status.COMPLETE and stack.raw_template_id != template_id
+                    else stack.prev_raw_template_id
+                )
+            else:
+                previous = previous_template_id
+            rows = await self.ctx.store.list_resources(stack_id)
+            named = {row.name for row in rows}
+            new_rows = [
+                NewResource(
+                    name=name,
+                    type=res.implementation_type,
+                    deletion_policy=res.deletion_policy,
+                )
+                for name, res in definition.resources.items()
+                if name not in named
+            ]
+            traversal_id = uuid.uuid4().hex
+            deadline = (
+                self.ctx.clock.now() + stack.timeout_mins * 60 if stack.timeout_mins else None
+            )
+            text = reason or f"Stack {action} started"
+            built: list[TraversalGraph] = []
+
+            def build(
+                all_rows: list[ResourceRecord],
+                _previous: int | None = previous,
+                _traversal: str = traversal_id,
+                _deadline: float | None = deadline,
+                _text: str = text,
+                _built: list[TraversalGraph] = built,
+            ) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+                existing = [_existing(row) for row in all_rows]
+                chosen = choose_rows(requirements, existing, template_id, _previous)
+                ids: dict[str, int] = {}
+                for name, row in chosen.items():
+                    if row is None:
+                        raise _RowsChanged(name)
+                    ids[name] = row.id
+                graph = build_traversal_graph(requirements, ids, existing)
+                _built.append(graph)
+                changes = {
+                    "action": action,
+                    "status": Status.IN_PROGRESS,
+                    "status_reason": _text,
+                    "raw_template_id": template_id,
+                    "prev_raw_template_id": _previous,
+                    "current_traversal": _traversal,
+                    "deadline": _deadline,
+                    "outputs": {},
+                }
+                return changes, graph.encode()
+
+            try:
+                started = await self.ctx.store.start_traversal(
+                    stack_id,
+                    stack.atomic_key,
+                    new_rows,
+                    build,
+                    events=[stack_event(stack, action, Status.IN_PROGRESS, text)],
+                )
+            except _RowsChanged:
+                continue
+            if started is None:
+                continue  # another operation changed the stack first: read it again
+            graph = built[-1]
+            self.ctx.graphs.put((stack_id, traversal_id), graph)
+            self._settled.setdefault(stack_id, asyncio.Event()).clear()
+            log.info(
+                "traversal started",
+                extra={"stack": started.name, "action": str(action), "nodes": len(graph)},
+            )
+            if deadline is not None:
+                self._watch_deadline(stack_id, traversal_id, deadline)
+            leaves = graph.leaves()
+            if not leaves:
+                await self.complete_traversal(stack_id, traversal_id)
+            for node in leaves:
+                await self.ctx.send_check(stack_id, traversal_id, node)
+            return started
+        raise Conflict(
+            f"stack {stack_id}: could not start the {action} (too many concurrent changes)"
+        )
+
+    async def store_empty_template(self, stack_id: str) -> int:
+        return await self.ctx.store.add_template(stack_id, EMPTY_TEMPLATE, {}, {}, {})
+
+    async def rollback(self, stack: StackRecord, reason: str = "Stack ROLLBACK started") -> None:
+        """Converge back to the last complete template (or to nothing after a failed create)."""
+        target = stack.prev_raw_template_id
+        if target is None or stack.action == Action.CREATE:
+            target = await self.store_empty_template(stack.id)
+        definition = await self.ctx.definitions.get(target)
+        await self.converge(
+            stack.id,
+            target,
+            definition,
+            Action.ROLLBACK,
+            reason=reason,
+            previous_template_id=stack.raw_template_id,
+        )
+
+    async def cancel_update(self, stack: StackRecord, *, rollback: bool) -> None:
+        if stack.action != Action.UPDATE or stack.status != Status.IN_PROGRESS:
+            raise Conflict(
+                f"stack {stack.name} is {stack.state}: only an UPDATE_IN_PROGRESS can be cancelled"
+            )
+        if rollback:
+            await self.rollback(stack, "Stack UPDATE cancelled, rolling back")
+            return
+        await self.ctx.store.update_stack(
+            stack.id,
+            {
+                "status": Status.FAILED,
+                "status_reason": "Stack UPDATE cancelled",
+                "current_traversal": "",
+                "deadline": None,
+            },
+            expected_traversal=stack.current_traversal,
+            events=[stack_event(stack, Action.UPDATE, Status.FAILED, "Stack UPDATE cancelled")],
+        )
+        self._signal(stack.id)
+
+    # --- ending traversals -------------------------------------------------------------
+
+    async def complete_traversal(self, stack_id: str, traversal_id: str) -> None:
+        stack = await self.ctx.store.get_stack(stack_id)
+        if stack.current_traversal != traversal_id or stack.status != Status.IN_PROGRESS:
+            return
+        graph = await self.ctx.graph(stack_id, traversal_id)
+        outputs: dict[str, Any] = {}
+        if stack.action != Action.DELETE and stack.raw_template_id is not None:
+            definition = await self.ctx.definitions.get(stack.raw_template_id)
+            rows = await self.ctx.store.list_resources(stack_id)
+            outputs = resolve_outputs(definition, current_rows(rows, graph), self.ctx.reference_id)
+        reason = f"Stack {stack.action} completed successfully"
+        done = await self.ctx.store.update_stack(
+            stack_id,
+            {
+                "status": Status.COMPLETE,
+                "status_reason": reason,
+                "outputs": outputs,
+                "deadline": None,
+                "current_deps": None,
+            },
+            expected_traversal=traversal_id,
+            events=[stack_event(stack, stack.action, Status.COMPLETE, reason)],
+        )
+        if done is None:
+            return
+        self.ctx.graphs.forget((stack_id, traversal_id))
+        keep = [i for i in (done.raw_template_id, done.prev_raw_template_id) if i is not None]
+        await self.ctx.store.purge_stack_data(stack_id, keep)
+        if done.action == Action.DELETE:
+            await self.ctx.store.mark_stack_deleted(stack_id)
+        log.info("traversal complete", extra={"stack": done.name, "state": done.state})
+        self._signal(stack_id)
+
+    async def fail_traversal(self, stack_id: str, traversal_id: str, reason: str) -> None:
+        """Mark the stack FAILED (if the traversal is still current) and roll back if enabled."""
+        stack = await self.ctx.store.get_stack(stack_id)
+        if stack.current_traversal != traversal_id or stack.status != Status.IN_PROGRESS:
+            return
+        failed = await self.ctx.store.update_stack(
+            stack_id,
+            {
+                "status": Status.FAILED,
+                "status_reason": reason,
+                "current_traversal": "",
+                "deadline": None,
+            },
+            expected_traversal=traversal_id,
+            events=[stack_event(stack, stack.action, Status.FAILED, reason)],
+        )
+        if failed is None:
+            return
+        self.ctx.graphs.forget((stack_id, traversal_id))
+        log.info("traversal failed", extra={"stack": failed.name, "reason": reason})
+        if not failed.disable_rollback and failed.action in (Action.CREATE, Action.UPDATE):
+            try:
+                await self.rollback(failed)
+                return
+            except ConvergeError as exc:
+                log.error(
+                    "rollback could not start", extra={"stack": failed.name, "error": str(exc)}
+                )
+        self._signal(stack_id)
+
+    # --- waiting -----------------------------------------------------------------------
+
+    def _signal(self, stack_id: str) -> None:
+        self._settled.setdefault(stack_id, asyncio.Event()).set()
+
+    async def wait_settled(self, stack_id: str, poll: float = 0.25) -> StackRecord:
+        """Wait until the stack is no longer IN_PROGRESS (events here, polling for others)."""
+        while True:
+            stack = await self.ctx.store.get_stack(stack_id)
+            if stack.status != Status.IN_PROGRESS:
+                return stack
+            event = self._settled.setdefault(stack_id, asyncio.Event())
+            event.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), poll)
+
+    # --- deadlines ---------------------------------------------------------------------
+
+    def _watch_deadline(self, stack_id: str, traversal_id: str, deadline: float) -> None:
+        task = asyncio.get_running_loop().create_task(
+            self._expire_at(stack_id, traversal_id, deadline), name=f"deadline-{stack_id}"
+        )
+        self._timers.add(task)
+        task.add_done_callback(self._timers.discard)
+
+    async def _expire_at(self, stack_id: str, traversal_id: str, deadline: float) -> None:
+        await self.ctx.clock.sleep(deadline - self.ctx.clock.now())
+        await self.expire_if_due(stack_id, traversal_id, deadline)
+
+    async def expire_if_due(self, stack_id: str, traversal_id: str, deadline: float | None) -> None:
+        if deadline is not None and self.ctx.clock.now() >= deadline:
+            await self.fail_traversal(stack_id, traversal_id, "Timed out")
+
+    async def close(self) -> None:
+        for task in list(self._timers):
+            task.cancel()
+        await asyncio.gather(*self._timers, return_exceptions=True)
+
+
+def _existing(row: ResourceRecord) -> ExistingResource:
+    return ExistingResource(
+        id=row.id,
+        name=row.name,
+        requires=row.requires,
+        replaces=row.replaces,
+        current_template_id=row.current_template_id,
+    )
+
+
+def current_rows(
+    rows: Sequence[ResourceRecord], graph: TraversalGraph | None
+) -> dict[str, ResourceRecord]:
+    """The row that stands for each resource name now: replacements win over originals."""
+    by_id = {row.id: row for row in rows}
+    chosen: dict[str, ResourceRecord] = {}
+    for row in rows:
+        if graph is not None and GraphNode(row.id, True) not in graph:
+            continue
+        final = row
+        seen = {row.id}
+        while final.replaced_by is not None and final.replaced_by in by_id:
+            final = by_id[final.replaced_by]
+            if final.id in seen:
+                break
+            seen.add(final.id)
+        chosen[row.name] = final
+    if graph is None:
+        # No graph (settled stack): the newest live row of each name.
+        for row in rows:
+            if row.replaced_by is None or row.replaced_by not in by_id:
+                chosen[row.name] = row
+    return chosen
+
+
+def resolve_outputs(
+    definition: StackDefinition,
+    rows: Mapping[str, ResourceRecord],
+    reference_id: Callable[[ResourceRecord], Any],
+) -> dict[str, Any]:
+    """Every output's value, or its error: an unresolvable output does not fail the stack."""
+    data = StoredData(
+        {name: reference_id(row) for name, row in rows.items()},
+        {name: row.attr_data for name, row in rows.items()},
+    )
+    outputs: dict[str, Any] = {}
+    for name, output in definition.outputs.items():
+        entry: dict[str, Any] = {"output_key": name, "description": output.description}
+        try:
+            entry["output_value"] = output.resolve(data)
+        except (TemplateError, KeyError, TypeError, ValueError, IndexError) as exc:
+            entry["output_value"] = None
+            entry["output_error"] = str(exc)
+        outputs[name] = entry
+    return outputs
+
+
+__all__ = ["STACK_NODE", "StackOperations", "current_rows", "resolve_outputs", "stack_event"]

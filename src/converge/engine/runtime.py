@@ -1,0 +1,199 @@
+"""One engine process at run time: receives work, runs checks, sweeps, heartbeats.
+
+Long-lived loops are started in one place and cancelled together; each resource check is a
+task bounded by a semaphore, so thousands of resources waiting on I/O need no thread each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import uuid
+from typing import Any
+
+from converge.adapters.sql.store import SqlStore
+from converge.core.states import Status
+from converge.core.traversal import STACK_NODE, GraphNode
+from converge.engine.clock import SystemClock
+from converge.engine.context import EngineContext
+from converge.engine.operations import StackOperations
+from converge.engine.settings import EngineSettings
+from converge.engine.worker import Worker
+from converge.errors import ConvergeError
+from converge.messages import CheckResource, MessageError
+from converge.ports import Bus, Clock
+from converge.records import ServiceRecord
+from converge.resources.registry import PluginRegistry, default_registry
+
+log = logging.getLogger("converge.engine.runtime")
+
+
+class Engine:
+    """Engine, worker and sweeper roles of one process over a store and a bus."""
+
+    def __init__(
+        self,
+        store: SqlStore,
+        bus: Bus,
+        *,
+        registry: PluginRegistry | None = None,
+        settings: EngineSettings | None = None,
+        clock: Clock | None = None,
+        engine_id: str | None = None,
+    ) -> None:
+        self.ctx = EngineContext(
+            store=store,
+            bus=bus,
+            registry=registry or default_registry(),
+            settings=settings or EngineSettings(),
+            clock=clock or SystemClock(),
+            engine_id=engine_id or str(uuid.uuid4()),
+        )
+        self.operations = StackOperations(self.ctx)
+        self.worker = Worker(self.ctx, self.operations)
+        self._semaphore = asyncio.Semaphore(self.ctx.settings.max_concurrent_checks)
+        self._checks: set[asyncio.Task[None]] = set()
+        self._loops: list[asyncio.Task[None]] = []
+        self._last_pending: set[tuple[str, GraphNode]] = set()
+        self._started = False
+
+    @property
+    def engine_id(self) -> str:
+        return self.ctx.engine_id
+
+    async def start(self) -> None:
+        now = self.ctx.clock.now()
+        await self.ctx.store.register_service(
+            ServiceRecord(
+                engine_id=self.engine_id,
+                host=socket.gethostname(),
+                pid=os.getpid(),
+                roles=("engine", "worker"),
+                started_at=now,
+                heartbeat_at=now,
+            )
+        )
+        await self._refresh_live_engines()
+        await self.ctx.bus.start(self._on_work)
+        self._loops = [
+            asyncio.create_task(
+                self._every(self.ctx.settings.heartbeat_interval, self._heartbeat),
+                name="converge-heartbeat",
+            ),
+            asyncio.create_task(
+                self._every(self.ctx.settings.sweep_interval, self.sweep), name="converge-sweeper"
+            ),
+        ]
+        self._started = True
+        log.info("engine started", extra={"engine_id": self.engine_id})
+
+    async def stop(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        await self.ctx.bus.close()
+        tasks = [*self._loops, *self._checks]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.operations.close()
+        await self.ctx.store.remove_service(self.engine_id)
+        log.info("engine stopped", extra={"engine_id": self.engine_id})
+
+    async def __aenter__(self) -> Engine:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # --- work ---------------------------------------------------------------------------
+
+    async def _on_work(self, data: dict[str, Any]) -> None:
+        try:
+            message = CheckResource.from_dict(data)
+        except MessageError as exc:
+            log.error("dropped unreadable message", extra={"error": str(exc)})
+            return
+        task = asyncio.get_running_loop().create_task(self._run_check(message))
+        self._checks.add(task)
+        task.add_done_callback(self._checks.discard)
+
+    async def _run_check(self, message: CheckResource) -> None:
+        node = GraphNode(message.resource_id, message.is_update)
+        self.ctx.inflight.add((message.traversal_id, node))
+        try:
+            async with self._semaphore:
+                await self.worker.check(message)
+        except ConvergeError as exc:
+            log.error("check failed", extra={"node": str(node), "error": str(exc)})
+        except Exception:
+            # A bug: logged with its traceback; the sweeper retries the node later.
+            log.exception("check crashed", extra={"node": str(node)})
+        finally:
+            self.ctx.inflight.discard((message.traversal_id, node))
+
+    async def idle(self) -> None:
+        """Wait until no check is running in this process (tests and one-shot CLI runs)."""
+        while self._checks:
+            await asyncio.gather(*list(self._checks), return_exceptions=True)
+
+    # --- level-triggered safety net ----------------------------------------------------
+
+    async def sweep(self) -> None:
+        """Re-send ready nodes that no worker holds; time out overdue operations.
+
+        A node is re-sent only when it was found pending by two sweeps in a row, so work
+        merely queued is not duplicated (duplicates would be harmless, only wasteful).
+        """
+        pending_now: set[tuple[str, GraphNode]] = set()
+        stacks = await self.ctx.store.list_stacks(None)
+        for stack in stacks:
+            if stack.status != Status.IN_PROGRESS or not stack.current_traversal:
+                continue
+            traversal = stack.current_traversal
+            if stack.deadline is not None and self.ctx.clock.now() >= stack.deadline:
+                await self.operations.expire_if_due(stack.id, traversal, stack.deadline)
+                continue
+            graph = await self.ctx.graph(stack.id, traversal)
+            if graph is None:
+                continue
+            done = await self.ctx.store.reported_senders(traversal)
+            if all(sink in done for sink in graph.sinks()):
+                await self.operations.complete_traversal(stack.id, traversal)
+                continue
+            for node in graph.nodes:
+                if node in done or node == STACK_NODE:
+                    continue
+                if not graph.predecessors_of(node) <= done:
+                    continue
+                key = (traversal, node)
+                if key in self.ctx.inflight:
+                    continue
+                pending_now.add(key)
+                if key in self._last_pending:
+                    log.debug(
+                        "re-sending idle node", extra={"stack": stack.name, "node": str(node)}
+                    )
+                    await self.ctx.send_check(stack.id, traversal, node)
+        self._last_pending = pending_now
+
+    async def _heartbeat(self) -> None:
+        await self.ctx.store.heartbeat(self.engine_id, self.ctx.clock.now())
+        await self._refresh_live_engines()
+
+    async def _refresh_live_engines(self) -> None:
+        since = self.ctx.clock.now() - self.ctx.settings.engine_stale_after
+        self.ctx.live_engines = await self.ctx.store.live_engines(since) | {self.engine_id}
+
+    async def _every(self, interval: float, job: Any) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await job()
+            except ConvergeError as exc:
+                log.warning("periodic job failed", extra={"job": job.__name__, "error": str(exc)})
+            except Exception:
+                log.exception("periodic job crashed", extra={"job": job.__name__})

@@ -1,0 +1,27 @@
+"""Engine settings: intervals, limits and policies, with the defaults of the embedded mode."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    # How often each engine looks for ready work that no worker holds (lost messages).
+    sweep_interval: float = 2.0
+    # Heartbeat of this engine in the service table; a claim held by an engine whose
+    # heartbeat is older than ``engine_stale_after`` is stolen.
+    heartbeat_interval: float = 5.0
+    engine_stale_after: float = 30.0
+    # Resource checks running at once in this process (actions mostly wait on I/O).
+    max_concurrent_checks: int = 4096
+    # Upper bound for one resource action, on top of the stack's timeout (None: none).
+    action_timeout: float | None = None
+    # Compare updates with observed reality even without ``converge: true``.
+    observe_on_update: bool = False
+    allowed_roots: tuple[Path, ...] = ()
+    plugin_settings: Mapping[str, Any] = field(default_factory=dict)
+    project_id: str = "default"

@@ -1,0 +1,644 @@
+"""The worker: converge one graph node of a traversal, then report to its successors.
+
+Loads what it needs, asks the pure decision what must happen, runs the plugin action under
+the operation's deadline, stores the result and reports it through the successors' sync
+points, all in short transactions. Every step is safe to repeat: a duplicate message finds
+the work done and only re-announces it; a message for a superseded traversal is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+
+from converge.core.decide import Change, Decision, ResourceState, decide_cleanup, decide_update
+from converge.core.states import Action, Status
+from converge.core.template import ALL_ATTRIBUTES, ResourceDefinition
+from converge.core.traversal import STACK_NODE, GraphNode, TraversalGraph
+from converge.engine.context import EngineContext, applied_state
+from converge.engine.inputs import ReportedData
+from converge.engine.operations import StackOperations
+from converge.errors import (
+    PermanentFailure,
+    ReplacementRequired,
+    RetryLater,
+    TemplateError,
+)
+from converge.messages import CheckResource
+from converge.records import NewEvent, NewResource, Report, ResourceRecord, StackRecord
+from converge.resources.base import AppliedState, Outcome, ResourceContext, ResourcePlugin
+
+log = logging.getLogger("converge.engine.worker")
+
+T = TypeVar("T")
+
+
+class ActionFailed(Exception):
+    """A plugin action failed; ``reason`` is Heat's ``Type: resources.name: message`` form."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Worker:
+    def __init__(self, ctx: EngineContext, operations: StackOperations) -> None:
+        self.ctx = ctx
+        self.operations = operations
+        self._active: set[int] = set()  # resource rows this process is acting on now
+
+    # --- entry -------------------------------------------------------------------------
+
+    async def check(self, message: CheckResource) -> None:
+        node = GraphNode(message.resource_id, message.is_update)
+        stack, row, reports = await self.ctx.store.load_for_check(
+            message.stack_id, node, message.traversal_id
+        )
+        if stack.current_traversal != message.traversal_id or stack.status != Status.IN_PROGRESS:
+            return  # superseded: whoever holds the resource re-triggers it in the new one
+        graph = await self.ctx.graph(stack.id, message.traversal_id)
+        if graph is None or node not in graph:
+            return
+        if row is None:
+            if node.is_update:
+                await self.operations.fail_traversal(
+                    stack.id, stack.current_traversal, f"resource row {node.resource_id} vanished"
+                )
+                return
+            # Cleanup already done by an earlier delivery: announce it again.
+            await self._finish(stack, graph, node, None, None)
+            return
+        if node.is_update:
+            await self._update_phase(stack, graph, node, row, reports)
+        else:
+            await self._cleanup_phase(stack, graph, node, row)
+
+    # --- update phase ------------------------------------------------------------------
+
+    async def _update_phase(
+        self,
+        stack: StackRecord,
+        graph: TraversalGraph,
+        node: GraphNode,
+        row: ResourceRecord,
+        reports: list[Report],
+    ) -> None:
+        assert stack.raw_template_id is not None  # set by every traversal start
+        definition = await self.ctx.definitions.get(stack.raw_template_id)
+        target = row
+        if row.replaced_by is not None and row.current_template_id != stack.raw_template_id:
+            # Replaced during this traversal: the replacement stands for this node.
+            replacement = await self.ctx.store.get_resource(row.replaced_by)
+            if replacement is not None:
+                target = replacement
+        resource = definition.resources.get(target.name)
+        if resource is None:
+            await self.operations.fail_traversal(
+                stack.id, stack.current_traversal, f"resource {target.name} is not in the template"
+            )
+            return
+        if self._is_held_elsewhere(target) or _is_paused(target, stack.current_traversal):
+            return
+        data = ReportedData(reports)
+        action = Action.CREATE if target.action == Action.INIT else Action.UPDATE
+        try:
+            properties = resource.resolve_properties(data)
+        except TemplateError as exc:
+            await self._fail_resource(
+                stack, target, action, f"Error: resources.{target.name}: {exc}"
+            )
+            return
+        plugin = self.ctx.registry.plugin(resource.implementation_type)
+        decision = decide_update(
+            resource_state(target),
+            resource.implementation_type,
+            properties,
+            plugin.properties_schema,
+            open_properties=plugin.open_properties,
+        )
+        needed = self._needed_attributes(definition.attributes_needed(), target.name, plugin)
+        requires = data.resource_ids()
+        if decision.change == Change.NOTHING:
+            await self._settle_unchanged(stack, graph, node, target, resource, requires, needed)
+            return
+        hook = "pre-create" if decision.change == Change.CREATE else "pre-update"
+        if hook in resource.hooks and not _is_cleared(target, stack.current_traversal, hook):
+            await self._pause(stack, node, target, hook, action)
+            return
+        if decision.change == Change.REPLACE:
+            replacement = await self._make_replacement(stack, target, resource, decision)
+            if replacement is None:
+                return
+            target, action = replacement, Action.CREATE
+        elif decision.change == Change.CREATE:
+            action = Action.CREATE
+        await self._act(
+            stack, graph, node, target, resource, plugin, action, properties, requires, needed
+        )
+
+    async def _act(
+        self,
+        stack: StackRecord,
+        graph: TraversalGraph,
+        node: GraphNode,
+        target: ResourceRecord,
+        resource: ResourceDefinition,
+        plugin: ResourcePlugin,
+        action: Action,
+        properties: Mapping[str, Any],
+        requires: frozenset[int],
+        needed: frozenset[str],
+    ) -> None:
+        """Claim the row, run create or update, store the result and report it."""
+        while True:
+            claimed = await self._claim(stack, target, action, "state changed")
+            if claimed is None:
+                return
+            self._active.add(claimed.id)
+            try:
+                ctx = self._context(stack, claimed)
+                applied = applied_state(claimed)
+                try:
+                    if action == Action.CREATE:
+                        outcome = await self._run(stack, claimed, plugin.create, ctx, properties)
+                    else:
+                        outcome = await self._run(
+                            stack, claimed, plugin.update, ctx, applied, properties
+                        )
+                    new_state = AppliedState(outcome.physical_id, properties, outcome.data)
+                    attributes = (
+                        await self._run(stack, claimed, plugin.attributes, ctx, new_state, needed)
+                        if needed
+                        else {}
+                    )
+                except _Replace as replace:
+                    # The plugin cannot update in place: release this row, make a new one.
+                    released = await self.ctx.store.update_resource(
+                        claimed.id,
+                        claimed.atomic_key,
+                        {"engine_id": None, "action": target.action, "status": target.status},
+                    )
+                    if released is None:
+                        return
+                    decision = Decision(Change.REPLACE, str(replace))
+                    replacement = await self._make_replacement(stack, released, resource, decision)
+                    if replacement is None:
+                        return
+                    target, action = replacement, Action.CREATE
+                    continue
+                except ActionFailed as failed:
+                    await self._fail_resource(stack, claimed, action, failed.reason)
+                    return
+            finally:
+                self._active.discard(claimed.id)
+            break
+        post_hook = f"post-{str(action).lower()}"
+        pause = post_hook in resource.hooks and not _is_cleared(
+            claimed, stack.current_traversal, post_hook
+        )
+        changes: dict[str, Any] = {
+            "action": action,
+            "status": Status.COMPLETE,
+            "status_reason": "state changed",
+            "physical_resource_id": _text(outcome.physical_id),
+            "properties_data": dict(properties),
+            "plugin_data": dict(outcome.data),
+            "attr_data": _jsonable(attributes),
+            "current_template_id": stack.raw_template_id,
+            "requires": requires,
+            "replaced_by": None,
+            "engine_id": None,
+            "type": resource.implementation_type,
+            "deletion_policy": resource.deletion_policy,
+            "hook_pending": None,
+        }
+        events = [_event(claimed, action, Status.COMPLETE, "state changed", outcome.physical_id)]
+        if pause:
+            changes["hook_pending"] = _hook_marker(post_hook, stack.current_traversal, node)
+            events.append(
+                _event(
+                    claimed,
+                    action,
+                    Status.COMPLETE,
+                    f"{action} paused until Hook {post_hook} is cleared",
+                    outcome.physical_id,
+                )
+            )
+        final = _with(claimed, changes)
+        await self._finish(
+            stack,
+            graph,
+            node,
+            final,
+            claimed.atomic_key,
+            changes=changes,
+            events=events,
+            report=not pause,
+        )
+
+    async def _settle_unchanged(
+        self,
+        stack: StackRecord,
+        graph: TraversalGraph,
+        node: GraphNode,
+        target: ResourceRecord,
+        resource: ResourceDefinition,
+        requires: frozenset[int],
+        needed: frozenset[str],
+    ) -> None:
+        attributes: Mapping[str, Any] = target.attr_data
+        missing = needed - set(attributes)
+        if missing:
+            plugin = self.ctx.registry.plugin(target.type)
+            fetched = await plugin.attributes(
+                self._context(stack, target), applied_state(target), missing
+            )
+            attributes = {**attributes, **_jsonable(fetched)}
+        changes: dict[str, Any] = {
+            "current_template_id": stack.raw_template_id,
+            "requires": requires,
+            "replaced_by": None,
+            "deletion_policy": resource.deletion_policy,
+            "hook_pending": None,
+            "attr_data": dict(attributes),
+        }
+        await self._finish(
+            stack, graph, node, _with(target, changes), target.atomic_key, changes=changes
+        )
+
+    async def _make_replacement(
+        self,
+        stack: StackRecord,
+        old: ResourceRecord,
+        resource: ResourceDefinition,
+        decision: Decision,
+    ) -> ResourceRecord | None:
+        made = await self.ctx.store.add_replacement(
+            old,
+            NewResource(
+                name=old.name,
+                type=resource.implementation_type,
+                deletion_policy=resource.deletion_policy,
+                replaces=old.id,
+            ),
+            {},
+        )
+        if made is None:
+            return None
+        _updated_old, replacement = made
+        await self.ctx.store.add_events(
+            stack.id,
+            [
+                _event(
+                    old,
+                    Action.UPDATE,
+                    Status.IN_PROGRESS,
+                    f"Replacing: {decision.reason}",
+                    old.physical_resource_id,
+                )
+            ],
+        )
+        return replacement
+
+    # --- cleanup phase -----------------------------------------------------------------
+
+    async def _cleanup_phase(
+        self, stack: StackRecord, graph: TraversalGraph, node: GraphNode, row: ResourceRecord
+    ) -> None:
+        if self._is_held_elsewhere(row) or _is_paused(row, stack.current_traversal):
+            return
+        is_current = GraphNode(row.id, True) in graph and row.replaced_by is None
+        decision = decide_cleanup(is_current, row.deletion_policy)
+        if decision.change == Change.NOTHING:
+            await self._finish(stack, graph, node, None, None)
+            return
+        if decision.change == Change.RETAIN or row.action == Action.INIT:
+            events = []
+            if row.action != Action.INIT:
+                events.append(
+                    _event(
+                        row,
+                        Action.DELETE,
+                        Status.COMPLETE,
+                        decision.reason,
+                        row.physical_resource_id,
+                    )
+                )
+            await self._finish(stack, graph, node, row, row.atomic_key, delete=True, events=events)
+            return
+        assert stack.raw_template_id is not None
+        definition = await self.ctx.definitions.get(stack.raw_template_id)
+        hooks = definition.hooks_for(row.name)
+        if "pre-delete" in hooks and not _is_cleared(row, stack.current_traversal, "pre-delete"):
+            await self._pause(stack, node, row, "pre-delete", Action.DELETE)
+            return
+        claimed = await self._claim(stack, row, Action.DELETE, decision.reason)
+        if claimed is None:
+            return
+        self._active.add(claimed.id)
+        try:
+            plugin = self.ctx.registry.plugin(claimed.type)
+            ctx = self._context(stack, claimed)
+            await self._run(stack, claimed, plugin.delete, ctx, applied_state(claimed))
+        except ActionFailed as failed:
+            await self._fail_resource(stack, claimed, Action.DELETE, failed.reason)
+            return
+        finally:
+            self._active.discard(claimed.id)
+        await self._finish(
+            stack,
+            graph,
+            node,
+            claimed,
+            claimed.atomic_key,
+            delete=True,
+            events=[
+                _event(
+                    claimed,
+                    Action.DELETE,
+                    Status.COMPLETE,
+                    "state changed",
+                    claimed.physical_resource_id,
+                )
+            ],
+        )
+
+    # --- shared steps ------------------------------------------------------------------
+
+    async def _claim(
+        self, stack: StackRecord, row: ResourceRecord, action: Action, reason: str
+    ) -> ResourceRecord | None:
+        """Take the row for this engine (compare-and-swap) and mark the action started."""
+        return await self.ctx.store.update_resource(
+            row.id,
+            row.atomic_key,
+            {
+                "engine_id": self.ctx.engine_id,
+                "action": action,
+                "status": Status.IN_PROGRESS,
+                "status_reason": reason,
+                "hook_pending": None,
+            },
+            events=[_event(row, action, Status.IN_PROGRESS, reason, row.physical_resource_id)],
+            stack_id=stack.id,
+        )
+
+    async def _pause(
+        self, stack: StackRecord, node: GraphNode, row: ResourceRecord, hook: str, action: Action
+    ) -> None:
+        await self.ctx.store.update_resource(
+            row.id,
+            row.atomic_key,
+            {"hook_pending": _hook_marker(hook, stack.current_traversal, node)},
+            events=[
+                _event(
+                    row,
+                    action if row.action != Action.INIT else Action.INIT,
+                    Status.COMPLETE if row.action == Action.INIT else row.status,
+                    f"{action} paused until Hook {hook} is cleared",
+                    row.physical_resource_id,
+                )
+            ],
+            stack_id=stack.id,
+        )
+
+    async def _finish(
+        self,
+        stack: StackRecord,
+        graph: TraversalGraph,
+        node: GraphNode,
+        row: ResourceRecord | None,
+        expected_key: int | None,
+        *,
+        changes: Mapping[str, Any] | None = None,
+        delete: bool = False,
+        events: list[NewEvent] | None = None,
+        report: bool = True,
+    ) -> None:
+        traversal = stack.current_traversal
+        successors = graph.successors_of(node) if report else []
+        payload = self._report_payload(row) if node.is_update and row is not None else {}
+        reports = {
+            successor: (payload if successor.is_update and successor != STACK_NODE else {})
+            for successor in successors
+        }
+        expected = {successor: len(graph.predecessors_of(successor)) for successor in successors}
+        stored, ready, current = await self.ctx.store.finish_node(
+            stack.id,
+            traversal,
+            node,
+            resource_id=row.id if row is not None else None,
+            expected_key=expected_key,
+            changes=changes,
+            delete_resource=delete,
+            events=events or [],
+            reports=reports,
+            expected_counts=expected,
+        )
+        if not stored:
+            return
+        if current != traversal:
+            ids = {node.resource_id} | ({row.id} if row is not None else set())
+            await self.retrigger(stack.id, current, ids)
+            return
+        for successor in ready:
+            if successor == STACK_NODE:
+                await self.operations.complete_traversal(stack.id, traversal)
+            else:
+                await self.ctx.send_check(stack.id, traversal, successor)
+
+    def _report_payload(self, row: ResourceRecord) -> dict[str, Any]:
+        return {
+            "name": row.name,
+            "resource_id": row.id,
+            "reference_id": _jsonable_value(self.ctx.reference_id(row)),
+            "attributes": dict(row.attr_data),
+        }
+
+    async def retrigger(self, stack_id: str, traversal_id: str, resource_ids: set[int]) -> None:
+        """After finishing work for a superseded traversal, hand it to the current one."""
+        if not traversal_id:
+            return
+        graph = await self.ctx.graph(stack_id, traversal_id)
+        if graph is None:
+            return
+        for resource_id in sorted(resource_ids):
+            for is_update in (True, False):
+                node = GraphNode(resource_id, is_update)
+                if node not in graph:
+                    continue
+                received = await self.ctx.store.count_reports(traversal_id, node)
+                if received >= len(graph.predecessors_of(node)):
+                    await self.ctx.send_check(stack_id, traversal_id, node)
+
+    async def _fail_resource(
+        self, stack: StackRecord, row: ResourceRecord, action: Action, reason: str
+    ) -> None:
+        failed = await self.ctx.store.update_resource(
+            row.id,
+            row.atomic_key,
+            {
+                "action": action,
+                "status": Status.FAILED,
+                "status_reason": reason,
+                "engine_id": None,
+            },
+            events=[_event(row, action, Status.FAILED, reason, row.physical_resource_id)],
+            stack_id=stack.id,
+        )
+        if failed is None:
+            return
+        await self.operations.fail_traversal(
+            stack.id, stack.current_traversal, f"Resource {action} failed: {reason}"
+        )
+        current = await self.ctx.store.get_stack(stack.id)
+        if current.current_traversal not in ("", stack.current_traversal):
+            await self.retrigger(stack.id, current.current_traversal, {row.id})
+
+    async def _run(
+        self,
+        stack: StackRecord,
+        row: ResourceRecord,
+        call: Callable[..., Awaitable[T]],
+        *args: Any,
+    ) -> T:
+        """Run one plugin call under the deadline, mapping the plugin error contract."""
+        while True:
+            try:
+                async with asyncio.timeout(self._time_left(stack)):
+                    return await call(*args)
+            except ReplacementRequired as exc:
+                raise _Replace(str(exc) or "the plugin requires replacement") from exc
+            except RetryLater as exc:
+                left = self._time_left(stack)
+                if left is not None and left <= exc.delay:
+                    raise ActionFailed(
+                        f"Error: resources.{row.name}: {exc} (no time left to retry)"
+                    ) from exc
+                await self.ctx.clock.sleep(exc.delay)
+            except PermanentFailure as exc:
+                raise ActionFailed(f"Error: resources.{row.name}: {exc}") from exc
+            except TimeoutError as exc:
+                raise ActionFailed(f"Error: resources.{row.name}: Timed out") from exc
+            except Exception as exc:
+                log.exception("plugin bug", extra={"resource": row.name, "type": row.type})
+                raise ActionFailed(f"{type(exc).__name__}: resources.{row.name}: {exc}") from exc
+
+    def _time_left(self, stack: StackRecord) -> float | None:
+        limits = []
+        if stack.deadline is not None:
+            limits.append(stack.deadline - self.ctx.clock.now())
+        if self.ctx.settings.action_timeout is not None:
+            limits.append(self.ctx.settings.action_timeout)
+        return max(0.0, min(limits)) if limits else None
+
+    def _context(self, stack: StackRecord, row: ResourceRecord) -> ResourceContext:
+        short = hashlib.sha256(f"{stack.id}:{row.id}".encode()).hexdigest()[:8]
+        deadline = None
+        left = self._time_left(stack)
+        if left is not None:
+            deadline = self.ctx.clock.now() + left
+        return ResourceContext(
+            stack_id=stack.id,
+            stack_name=stack.name,
+            resource_name=row.name,
+            physical_name=f"{stack.name}-{row.name}-{short}",
+            clock=self.ctx.clock,
+            deadline=deadline,
+            logger=logging.LoggerAdapter(
+                logging.getLogger("converge.resource"), {"stack": stack.name, "resource": row.name}
+            ),
+            allowed_roots=self.ctx.settings.allowed_roots,
+            settings=self.ctx.settings.plugin_settings,
+        )
+
+    def _needed_attributes(
+        self, needed_by_name: Mapping[str, frozenset[str]], name: str, plugin: ResourcePlugin
+    ) -> frozenset[str]:
+        needed = needed_by_name.get(name, frozenset())
+        if ALL_ATTRIBUTES in needed:
+            return (needed - {ALL_ATTRIBUTES}) | frozenset(plugin.attributes_schema)
+        return needed
+
+    def _is_held_elsewhere(self, row: ResourceRecord) -> bool:
+        if row.engine_id is None:
+            return False
+        if row.engine_id == self.ctx.engine_id:
+            return row.id in self._active
+        return row.engine_id in self.ctx.live_engines
+
+
+class _Replace(Exception):
+    pass
+
+
+def resource_state(row: ResourceRecord) -> ResourceState:
+    """The parts of a stored row that the update decision looks at."""
+    return ResourceState(
+        action=row.action,
+        status=row.status,
+        type=row.type,
+        properties=row.properties_data,
+        current_template_id=row.current_template_id,
+        has_physical_resource=row.physical_resource_id is not None,
+    )
+
+
+def _is_paused(row: ResourceRecord, traversal_id: str) -> bool:
+    pending = row.hook_pending
+    return bool(pending) and pending.get("traversal") == traversal_id  # type: ignore[union-attr]
+
+
+def _is_cleared(row: ResourceRecord, traversal_id: str, hook: str) -> bool:
+    return f"{traversal_id}:{hook}" in row.cleared_hooks
+
+
+def _hook_marker(hook: str, traversal_id: str, node: GraphNode) -> dict[str, Any]:
+    return {"hook": hook, "traversal": traversal_id, "node": node.encode()}
+
+
+def _event(
+    row: ResourceRecord, action: Action, status: Status, reason: str, physical_id: Any
+) -> NewEvent:
+    return NewEvent(
+        resource_name=row.name,
+        resource_type=row.type,
+        action=str(action),
+        status=str(status),
+        reason=reason,
+        physical_resource_id=_text(physical_id),
+    )
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _with(row: ResourceRecord, changes: Mapping[str, Any]) -> ResourceRecord:
+    """The row as it will read after ``changes`` (for the report payload)."""
+    from dataclasses import replace
+
+    fields = {k: v for k, v in changes.items() if k in row.__dataclass_fields__}
+    if "requires" in fields:
+        fields["requires"] = frozenset(fields["requires"])
+    return replace(row, **fields)
+
+
+def _jsonable_value(value: Any) -> Any:
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_jsonable_value(v) for v in value]
+    return str(value)
+
+
+def _jsonable(values: Mapping[str, Any]) -> dict[str, Any]:
+    return {str(k): _jsonable_value(v) for k, v in values.items()}
+
+
+__all__ = ["ActionFailed", "Outcome", "Worker"]

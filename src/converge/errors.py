@@ -1,0 +1,128 @@
+"""The project's exception hierarchy: one root, branches chosen by what the caller does next."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+
+class ConvergeError(Exception):
+    """Root of every error converge raises on purpose; anything else is a bug."""
+
+
+class TemplateError(ConvergeError):
+    """A template, environment or parameter is wrong; nothing has been changed.
+
+    Carries where: the file, the line (where YAML gives one) and the path inside the
+    document (``resources.web.properties.image``). ``str()`` gives the one-line form
+    ``file:line: path: message`` that ``converge validate`` prints.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        line: int | None = None,
+        path: str | None = None,
+    ) -> None:
+        self.message = message
+        self.file = file
+        self.line = line
+        self.path = path
+        super().__init__(self.format())
+
+    def format(self) -> str:
+        place = ""
+        if self.file:
+            place = self.file + (f":{self.line}" if self.line else "") + ": "
+        elif self.line:
+            place = f"line {self.line}: "
+        if self.path:
+            place += f"{self.path}: "
+        return place + self.message
+
+    def located(
+        self, *, file: str | None = None, line: int | None = None, path: str | None = None
+    ) -> TemplateError:
+        """The same problem with missing location parts filled in (never overwritten)."""
+        return type(self)(
+            self.message,
+            file=self.file or file,
+            line=self.line or line,
+            path=self.path or path,
+        )
+
+    def as_dict(self) -> dict[str, object]:
+        return {"file": self.file, "line": self.line, "path": self.path, "message": self.message}
+
+
+class TemplateErrors(TemplateError):
+    """Several template problems found in one pass, so the author can fix them all at once."""
+
+    def __init__(self, errors: Sequence[TemplateError]) -> None:
+        self.errors: list[TemplateError] = []
+        for error in errors:
+            if isinstance(error, TemplateErrors):
+                self.errors.extend(error.errors)
+            else:
+                self.errors.append(error)
+        first = self.errors[0] if self.errors else TemplateError("no problems")
+        super().__init__(first.message, file=first.file, line=first.line, path=first.path)
+
+    def format(self) -> str:
+        return "\n".join(error.format() for error in getattr(self, "errors", []))
+
+    @staticmethod
+    def raise_if_any(errors: Iterable[TemplateError]) -> None:
+        collected = list(errors)
+        if len(collected) == 1:
+            raise collected[0]
+        if collected:
+            raise TemplateErrors(collected)
+
+
+class NotFound(ConvergeError):
+    """A stack, resource, event or output that was asked for does not exist."""
+
+
+class Conflict(ConvergeError):
+    """The request clashes with the current state (a name taken, an action not allowed now)."""
+
+
+class InvalidTransition(ConvergeError):
+    """A state change that the transition table does not allow: a bug or a corrupted store."""
+
+
+class StoreError(ConvergeError):
+    """The database could not be reached or answered unexpectedly."""
+
+
+class PluginError(ConvergeError):
+    """A resource plugin failed; ``resource`` names the template resource where known."""
+
+    def __init__(self, message: str, *, resource: str | None = None) -> None:
+        self.resource = resource
+        super().__init__(f"{resource}: {message}" if resource else message)
+
+
+# --- The plugin error contract: what a plugin raises to tell the engine what to do next. ---
+
+
+class ReplacementRequired(ConvergeError):
+    """Raised by a plugin's ``update`` when the change cannot be made in place."""
+
+
+class RetryLater(ConvergeError):
+    """A temporary failure: the engine retries after ``delay`` seconds, within the timeout."""
+
+    def __init__(self, message: str, *, delay: float = 1.0) -> None:
+        self.delay = delay
+        super().__init__(message)
+
+
+class PermanentFailure(ConvergeError):
+    """The action failed and retrying will not help; the resource becomes FAILED."""
+
+
+class InvalidRequest(ConvergeError):
+    """A request that is malformed apart from its template (a bad stack name, a bad option)."""

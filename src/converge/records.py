@@ -1,0 +1,134 @@
+"""Plain records that cross the store port: what the engine reads and writes, no ORM objects."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from converge.core.states import Action, Status
+
+
+@dataclass(frozen=True)
+class TemplateRecord:
+    id: int
+    stack_id: str
+    template: Mapping[str, Any]
+    environment: Mapping[str, Any]
+    files: Mapping[str, str]
+    parameters: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class StackRecord:
+    id: str
+    name: str
+    project_id: str
+    action: Action
+    status: Status
+    status_reason: str
+    raw_template_id: int | None
+    prev_raw_template_id: int | None
+    current_traversal: str
+    disable_rollback: bool
+    timeout_mins: float | None
+    drift_policy: str
+    atomic_key: int
+    created_at: float
+    updated_at: float | None
+    deadline: float | None  # wall-clock time the current operation times out
+    outputs: Mapping[str, Any] = field(default_factory=dict)
+    tags: tuple[str, ...] = ()
+    deleted: bool = False
+
+    @property
+    def state(self) -> str:
+        return f"{self.action}_{self.status}"
+
+
+@dataclass(frozen=True)
+class ResourceRecord:
+    id: int
+    stack_id: str
+    name: str
+    type: str
+    action: Action
+    status: Status
+    status_reason: str
+    physical_resource_id: str | None
+    current_template_id: int | None
+    requires: frozenset[int]
+    replaces: int | None
+    replaced_by: int | None
+    engine_id: str | None
+    atomic_key: int
+    properties_data: Mapping[str, Any]
+    plugin_data: Mapping[str, Any]
+    attr_data: Mapping[str, Any]
+    deletion_policy: str
+    hook_pending: Mapping[str, Any] | None  # {"hook": ..., "traversal": ..., "is_update": ...}
+    cleared_hooks: tuple[str, ...]  # "traversal:hook" markers
+    created_at: float
+    updated_at: float | None
+    drift_status: str = "NOT_CHECKED"
+    drift_detail: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def state(self) -> str:
+        return f"{self.action}_{self.status}"
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    id: int
+    stack_id: str
+    resource_name: str
+    physical_resource_id: str | None
+    resource_type: str
+    action: str
+    status: str
+    reason: str
+    created_at: float
+
+    @property
+    def state(self) -> str:
+        return f"{self.action}_{self.status}"
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    resource_name: str
+    resource_type: str
+    action: str
+    status: str
+    reason: str
+    physical_resource_id: str | None = None
+
+
+@dataclass(frozen=True)
+class NewResource:
+    name: str
+    type: str
+    deletion_policy: str = "Delete"
+    replaces: int | None = None
+    current_template_id: int | None = None
+    requires: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True)
+class Report:
+    """What a graph node told one of its successors through the sync point."""
+
+    sender_resource_id: int
+    sender_is_update: bool
+    data: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ServiceRecord:
+    engine_id: str
+    host: str
+    pid: int
+    roles: tuple[str, ...]
+    started_at: float
+    heartbeat_at: float

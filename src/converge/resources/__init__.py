@@ -1,0 +1,1 @@
+"""Resource plugins: the small async interface and the built-in resource types."""

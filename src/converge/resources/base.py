@@ -1,0 +1,126 @@
+"""The resource plugin interface: what every resource type implements.
+
+A plugin turns properties into a real thing and back. It is stateless: everything it needs
+arrives in the ``ResourceContext`` and the ``AppliedState`` of the resource, and everything
+it wants remembered goes back in an ``Outcome``. Errors follow a small contract
+(``converge.errors``): ``ReplacementRequired`` from ``update`` asks for create-before-delete
+replacement, ``RetryLater`` for a temporary failure, ``PermanentFailure`` for a failure that
+retrying will not fix. Anything else raised is reported as a plugin bug.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from converge.core.schema import AttributeSchema, PropertySchema, ResourceTypeSchema
+
+
+class Clock(Protocol):
+    """Monotonic time and sleeping; injected so tests and timeouts agree on one clock."""
+
+    def now(self) -> float: ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+
+@dataclass(frozen=True)
+class ResourceContext:
+    """Everything a plugin action may use besides its properties."""
+
+    stack_id: str
+    stack_name: str
+    resource_name: str
+    # Deterministic name for what the plugin creates (stack, resource, short id): an
+    # interrupted create can find what it already made instead of making it twice.
+    physical_name: str
+    clock: Clock
+    deadline: float | None  # clock.now() value after which the action has timed out
+    logger: logging.Logger | logging.LoggerAdapter[logging.Logger]
+    allowed_roots: tuple[Path, ...] = ()
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+    def remaining(self) -> float | None:
+        """Seconds left before the deadline (None: no deadline)."""
+        if self.deadline is None:
+            return None
+        return max(0.0, self.deadline - self.clock.now())
+
+
+@dataclass(frozen=True)
+class AppliedState:
+    """What converge last made real for a resource."""
+
+    physical_id: str | None
+    properties: Mapping[str, Any]
+    data: Mapping[str, Any] = field(default_factory=dict)  # the plugin's own remembered data
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The result of create or update: the physical id and the plugin data to remember."""
+
+    physical_id: str | None
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+class ResourcePlugin(ABC):
+    """Base class of every resource type."""
+
+    type_name: ClassVar[str]
+    description: ClassVar[str] = ""
+    properties_schema: ClassVar[Mapping[str, PropertySchema]] = {}
+    attributes_schema: ClassVar[Mapping[str, AttributeSchema]] = {}
+    # Accept any property (and any attribute name) unchecked; every change is in place.
+    open_properties: ClassVar[bool] = False
+
+    @classmethod
+    def schema(cls) -> ResourceTypeSchema:
+        return ResourceTypeSchema(
+            type_name=cls.type_name,
+            properties=cls.properties_schema,
+            attributes=cls.attributes_schema,
+            description=cls.description,
+            open_properties=cls.open_properties,
+        )
+
+    @abstractmethod
+    async def create(self, ctx: ResourceContext, properties: Mapping[str, Any]) -> Outcome:
+        """Make the real thing; return its physical id."""
+
+    async def update(
+        self, ctx: ResourceContext, current: AppliedState, properties: Mapping[str, Any]
+    ) -> Outcome:
+        """Change the real thing in place, or raise ``ReplacementRequired``.
+
+        Called only when every changed property is ``update_allowed``. The default keeps the
+        physical id and data: right for types whose updatable properties need no action.
+        """
+        return Outcome(current.physical_id, current.data)
+
+    @abstractmethod
+    async def delete(self, ctx: ResourceContext, current: AppliedState) -> None:
+        """Remove the real thing. Idempotent: something already gone is success."""
+
+    async def observe(
+        self, ctx: ResourceContext, current: AppliedState
+    ) -> Mapping[str, Any] | None:
+        """The live properties of the real thing, or None when it is gone.
+
+        The default (no reality to read) reports what was applied.
+        """
+        return dict(current.properties)
+
+    async def attributes(
+        self, ctx: ResourceContext, current: AppliedState, names: Collection[str]
+    ) -> Mapping[str, Any]:
+        """Values of the named attributes (only names from ``attributes_schema``)."""
+        return {}
+
+    def reference_id(self, current: AppliedState) -> Any:
+        """What ``get_resource`` returns for this resource (Heat: the physical id)."""
+        return current.physical_id

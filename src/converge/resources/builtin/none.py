@@ -1,0 +1,50 @@
+"""OS::Heat::None: a placeholder that accepts anything, makes nothing and never changes.
+
+Heat's semantics: any properties are accepted without validation; every attribute resolves
+to None; the physical id is a fresh UUID; an update never replaces and never acts (Heat's
+``_needs_update`` is always False), even where the stubbed-out type would have been replaced.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from converge.core.schema import ResourceTypeSchema
+from converge.resources.base import AppliedState, Outcome, ResourceContext, ResourcePlugin
+
+
+class NoneResource(ResourcePlugin):
+    type_name = "OS::Heat::None"
+    description = (
+        "Enables easily disabling certain resources via the resource_registry: does nothing, "
+        "accepts any properties and returns None for any attribute."
+    )
+
+    @classmethod
+    def schema(cls) -> ResourceTypeSchema:
+        return ResourceTypeSchema(
+            type_name=cls.type_name,
+            properties={},
+            attributes={},
+            description=cls.description,
+            open_properties=True,
+        )
+
+    async def create(self, ctx: ResourceContext, properties: Mapping[str, Any]) -> Outcome:
+        return Outcome(str(uuid.uuid4()))
+
+    async def update(
+        self, ctx: ResourceContext, current: AppliedState, properties: Mapping[str, Any]
+    ) -> Outcome:
+        # Never replaced, never touched: the point of a placeholder.
+        return Outcome(current.physical_id, current.data)
+
+    async def delete(self, ctx: ResourceContext, current: AppliedState) -> None:
+        return None
+
+    async def attributes(
+        self, ctx: ResourceContext, current: AppliedState, names: Collection[str]
+    ) -> Mapping[str, Any]:
+        return dict.fromkeys(names)

@@ -1,0 +1,145 @@
+"""What the public faces show: stacks, resources, events and outputs with Heat's field names."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from converge.records import EventRecord, ResourceRecord, StackRecord
+
+
+def iso_time(timestamp: float | None) -> str | None:
+    if timestamp is None:
+        return None
+    return dt.datetime.fromtimestamp(timestamp, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class StackView:
+    id: str
+    stack_name: str
+    stack_status: str
+    stack_status_reason: str
+    creation_time: str | None
+    updated_time: str | None
+    disable_rollback: bool
+    timeout_mins: float | None
+    drift_policy: str
+    tags: list[str]
+    outputs: list[dict[str, Any]]
+    parameters: dict[str, Any]
+
+    @property
+    def action(self) -> str:
+        return self.stack_status.split("_", 1)[0]
+
+    @property
+    def status(self) -> str:
+        return self.stack_status.split("_", 1)[1]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @staticmethod
+    def of(record: StackRecord, parameters: Mapping[str, Any] | None = None) -> StackView:
+        return StackView(
+            id=record.id,
+            stack_name=record.name,
+            stack_status=record.state,
+            stack_status_reason=record.status_reason,
+            creation_time=iso_time(record.created_at),
+            updated_time=iso_time(record.updated_at),
+            disable_rollback=record.disable_rollback,
+            timeout_mins=record.timeout_mins,
+            drift_policy=record.drift_policy,
+            tags=list(record.tags),
+            outputs=[dict(value) for value in record.outputs.values()],
+            parameters=dict(parameters or {}),
+        )
+
+
+@dataclass(frozen=True)
+class ResourceView:
+    resource_name: str
+    logical_resource_id: str
+    physical_resource_id: str
+    resource_type: str
+    resource_status: str
+    resource_status_reason: str
+    updated_time: str | None
+    creation_time: str | None
+    required_by: list[str]
+    drift_status: str
+    attributes: dict[str, Any]
+    properties: dict[str, Any]
+    id: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @staticmethod
+    def of(
+        record: ResourceRecord,
+        required_by: list[str],
+        hidden: frozenset[str] = frozenset(),
+    ) -> ResourceView:
+        return ResourceView(
+            resource_name=record.name,
+            logical_resource_id=record.name,
+            physical_resource_id=record.physical_resource_id or "",
+            resource_type=record.type,
+            resource_status=record.state,
+            resource_status_reason=record.status_reason,
+            updated_time=iso_time(record.updated_at or record.created_at),
+            creation_time=iso_time(record.created_at),
+            required_by=sorted(required_by),
+            drift_status=record.drift_status,
+            attributes=dict(record.attr_data),
+            properties={
+                key: ("******" if key in hidden else value)
+                for key, value in record.properties_data.items()
+            },
+            id=record.id,
+        )
+
+
+@dataclass(frozen=True)
+class EventView:
+    id: int
+    event_time: str | None
+    resource_name: str
+    logical_resource_id: str
+    physical_resource_id: str
+    resource_type: str
+    resource_status: str
+    resource_status_reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @staticmethod
+    def of(record: EventRecord) -> EventView:
+        return EventView(
+            id=record.id,
+            event_time=iso_time(record.created_at),
+            resource_name=record.resource_name,
+            logical_resource_id=record.resource_name,
+            physical_resource_id=record.physical_resource_id or "",
+            resource_type=record.resource_type,
+            resource_status=record.state,
+            resource_status_reason=record.reason,
+        )
+
+
+@dataclass(frozen=True)
+class PlannedChange:
+    resource_name: str
+    resource_type: str
+    action: str  # CREATE | UPDATE | REPLACE | DELETE | NOTHING
+    reason: str
+    changed_properties: list[str]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)

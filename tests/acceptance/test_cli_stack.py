@@ -1,0 +1,357 @@
+"""The embedded CLI end to end: apply, plan, destroy and the reading commands on a SQLite file."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+from click.testing import CliRunner, Result
+
+from converge.cli.stack_commands import register
+
+TEMPLATE = """\
+heat_template_version: 2018-08-31
+parameters:
+  greeting:
+    type: string
+    default: hello
+resources:
+  first:
+    type: OS::Heat::TestResource
+    properties:
+      value: {get_param: greeting}
+  second:
+    type: OS::Heat::None
+    depends_on: first
+  secret:
+    type: OS::Heat::RandomString
+    properties:
+      length: 12
+outputs:
+  said:
+    description: what first stored
+    value: {get_attr: [first, output]}
+  secret:
+    value: {get_attr: [secret, value]}
+"""
+
+Run = Callable[..., Result]
+
+
+@pytest.fixture
+def converge() -> click.Group:
+    @click.group()
+    def group() -> None:
+        """converge, as main.py builds it."""
+
+    register(group)
+    return group
+
+
+@pytest.fixture
+def run(converge: click.Group, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Run:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CONVERGE_STATE", str(tmp_path / "state.db"))
+    for name in ("CONVERGE_DEBUG", "CONVERGE_LOG_JSON"):
+        monkeypatch.delenv(name, raising=False)
+
+    def invoke(*args: str, input: str | None = None) -> Result:
+        return CliRunner().invoke(converge, list(args), input=input, catch_exceptions=False)
+
+    return invoke
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def as_json(result: Result) -> Any:
+    assert result.stdout, result.stderr
+    return json.loads(result.stdout)
+
+
+def by_name(resources: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {r["resource_name"]: r for r in resources}
+
+
+def outputs(document: dict[str, Any]) -> dict[str, Any]:
+    return {o["output_key"]: o["output_value"] for o in document["outputs"]}
+
+
+def test_apply_creates_then_updates_and_reports_heat_fields(run: Run, tmp_path: Path) -> None:
+    write(tmp_path / "demo.yaml", TEMPLATE)
+
+    created = run("apply", "demo.yaml", "-f", "json")
+    assert created.exit_code == 0, created.stderr
+    document = as_json(created)
+    assert document["stack_name"] == "demo"  # the template file's stem
+    assert document["stack_status"] == "CREATE_COMPLETE"
+    resources = by_name(document["resources"])
+    assert set(resources) == {"first", "second", "secret"}
+    assert {r["resource_status"] for r in resources.values()} == {"CREATE_COMPLETE"}
+    assert all(r["physical_resource_id"] for r in resources.values())
+    assert outputs(document)["said"] == "hello"
+    assert len(outputs(document)["secret"]) == 12
+
+    updated = run("apply", "demo.yaml", "-P", "greeting=bye=now", "-f", "json")
+    assert updated.exit_code == 0, updated.stderr
+    document = as_json(updated)
+    assert document["stack_status"] == "UPDATE_COMPLETE"
+    assert document["id"] == as_json(created)["id"]
+    assert outputs(document)["said"] == "bye=now"
+    assert outputs(document)["secret"] == outputs(as_json(created))["secret"]
+    after = by_name(document["resources"])
+    # value is update_allowed: the same resource, changed in place; the string is kept.
+    assert after["first"]["physical_resource_id"] == resources["first"]["physical_resource_id"]
+    assert after["secret"]["physical_resource_id"] == resources["secret"]["physical_resource_id"]
+
+    listed = as_json(run("list", "-f", "json"))
+    assert [(s["stack_name"], s["stack_status"]) for s in listed] == [("demo", "UPDATE_COMPLETE")]
+
+
+def test_table_output_shows_events_then_the_reading_commands(run: Run, tmp_path: Path) -> None:
+    write(tmp_path / "demo.yaml", TEMPLATE)
+    applied = run("apply", "demo.yaml", "--name", "web-1")
+    assert applied.exit_code == 0, applied.stderr
+    assert "first  CREATE_COMPLETE" in applied.stdout  # events, one line each
+    assert applied.stdout.count("first  CREATE_COMPLETE") == 1
+    assert "Stack web-1 CREATE_COMPLETE" in applied.stdout
+    assert "said" in applied.stdout and "hello" in applied.stdout  # the outputs table
+
+    shown = as_json(run("show", "web-1", "-f", "json"))
+    assert shown["stack_status"] == "CREATE_COMPLETE"
+    assert shown["parameters"]["greeting"] == "hello"
+    assert "web-1" in run("show", "web-1").stdout
+
+    resources = by_name(as_json(run("resources", "web-1", "-f", "json")))
+    assert resources["second"]["resource_type"] == "OS::Heat::None"
+    assert resources["first"]["required_by"] == ["second"]
+
+    events = as_json(run("events", "web-1", "-f", "json", "--resource", "first"))
+    assert [e["resource_status"] for e in events] == ["CREATE_IN_PROGRESS", "CREATE_COMPLETE"]
+    assert {e["resource_name"] for e in events} == {"first"}
+
+    said = {o["output_key"]: o for o in as_json(run("outputs", "web-1", "-f", "json"))}
+    assert said["said"]["output_value"] == "hello"
+    assert said["said"]["description"] == "what first stored"
+    assert "secret" in run("outputs", "web-1").stdout
+
+
+def test_plan_shows_each_kind_of_change_and_changes_nothing(run: Run, tmp_path: Path) -> None:
+    write(tmp_path / "demo.yaml", TEMPLATE)
+    before = as_json(run("plan", "demo.yaml", "-f", "json"))
+    assert before["exists"] is False
+    assert {c["resource_name"]: c["action"] for c in before["changes"]} == {
+        "first": "CREATE",
+        "second": "CREATE",
+        "secret": "CREATE",
+    }
+    assert as_json(run("list", "-f", "json")) == []
+    assert run("apply", "demo.yaml").exit_code == 0
+
+    changed = (
+        TEMPLATE.replace("      length: 12", "      length: 20")  # not update_allowed: replace
+        .replace("  second:\n    type: OS::Heat::None\n    depends_on: first\n", "")
+        .replace("outputs:", "  third:\n    type: OS::Heat::None\noutputs:")
+    )
+    write(tmp_path / "demo.yaml", changed)
+    planned = run("plan", "demo.yaml", "-P", "greeting=hi", "-f", "json")
+    assert planned.exit_code == 0, planned.stderr
+    actions = {c["resource_name"]: c["action"] for c in as_json(planned)["changes"]}
+    assert actions == {
+        "first": "UPDATE",
+        "secret": "REPLACE",
+        "second": "DELETE",
+        "third": "CREATE",
+    }
+    table = run("plan", "demo.yaml", "-P", "greeting=hi")
+    assert "Plan: 1 to create, 1 to update, 1 to replace, 1 to delete, 0 unchanged." in table.stdout
+
+    # Nothing was changed by planning.
+    shown = as_json(run("show", "demo", "-f", "json"))
+    assert shown["stack_status"] == "CREATE_COMPLETE"
+    assert set(by_name(as_json(run("resources", "demo", "-f", "json")))) == {
+        "first",
+        "second",
+        "secret",
+    }
+
+
+FAILING = """\
+heat_template_version: 2018-08-31
+resources:
+  fine:
+    type: OS::Heat::None
+  broken:
+    type: OS::Heat::TestResource
+    depends_on: fine
+    properties:
+      fail: true
+"""
+
+
+def test_a_failing_create_rolls_back_and_exits_non_zero(run: Run, tmp_path: Path) -> None:
+    write(tmp_path / "failing.yaml", FAILING)
+    result = run("apply", "failing.yaml", "-f", "json")
+    assert result.exit_code == 1
+    assert as_json(result)["stack_status"] == "ROLLBACK_COMPLETE"
+    assert "failed and was rolled back" in result.stderr
+    assert "Test Resource failed broken" in result.stderr
+
+
+def test_without_rollback_the_failure_stays(run: Run, tmp_path: Path) -> None:
+    write(tmp_path / "failing.yaml", FAILING)
+    result = run("apply", "failing.yaml", "--no-rollback")
+    assert result.exit_code == 1
+    assert "CREATE_FAILED" in result.stdout  # the events and the final line
+    assert "error: stack failing is CREATE_FAILED:" in result.stderr
+    assert "Test Resource failed broken" in result.stderr
+    resources = by_name(as_json(run("resources", "failing", "-f", "json")))
+    assert resources["broken"]["resource_status"] == "CREATE_FAILED"
+    assert resources["fine"]["resource_status"] == "CREATE_COMPLETE"
+
+
+def test_a_bad_template_names_file_and_line_and_creates_nothing(run: Run, tmp_path: Path) -> None:
+    write(
+        tmp_path / "bad.yaml",
+        "heat_template_version: 2018-08-31\n"
+        "resources:\n"
+        "  web:\n"
+        "    type: OS::Heat::TestResource\n"
+        "    properties:\n"
+        "      valeu: x\n",
+    )
+    result = run("apply", "bad.yaml")
+    assert result.exit_code == 1
+    first = result.stderr.splitlines()[0]
+    assert first.startswith("bad.yaml:6: resources.web.properties")
+    assert "valeu" in first
+    assert "nothing was changed" in result.stderr
+    assert as_json(run("list", "-f", "json")) == []
+
+
+def test_files_next_to_the_template_reach_get_file(run: Run, tmp_path: Path) -> None:
+    (tmp_path / "files").mkdir()
+    write(tmp_path / "files" / "motd.txt", "welcome")
+    write(
+        tmp_path / "files.yaml",
+        "heat_template_version: 2018-08-31\n"
+        "resources:\n"
+        "  r:\n    type: OS::Heat::TestResource\n"
+        "    properties:\n      value: {get_file: files/motd.txt}\n"
+        "outputs:\n  motd:\n    value: {get_attr: [r, output]}\n",
+    )
+    result = run("apply", "files.yaml", "-f", "json")
+    assert result.exit_code == 0, result.stderr
+    assert outputs(as_json(result)) == {"motd": "welcome"}
+
+
+def test_destroy_asks_first_then_deletes_with_progress(run: Run, tmp_path: Path) -> None:
+    write(tmp_path / "demo.yaml", TEMPLATE)
+    assert run("apply", "demo.yaml").exit_code == 0
+
+    declined = run("destroy", "demo", input="n\n")
+    assert declined.exit_code == 1
+    assert as_json(run("show", "demo", "-f", "json"))["stack_status"] == "CREATE_COMPLETE"
+
+    destroyed = run("destroy", "demo", "--yes")
+    assert destroyed.exit_code == 0, destroyed.stderr
+    assert "first  DELETE_COMPLETE" in destroyed.stdout
+    assert "Stack demo DELETE_COMPLETE" in destroyed.stdout
+
+    gone = run("show", "demo")
+    assert gone.exit_code == 3
+    assert gone.stderr.startswith("error: stack 'demo' not found")
+    assert as_json(run("list", "-f", "json")) == []
+
+
+def test_usage_errors_and_missing_things(run: Run, tmp_path: Path) -> None:
+    write(tmp_path / "demo.yaml", TEMPLATE)
+    malformed = run("apply", "demo.yaml", "-P", "greeting")
+    assert malformed.exit_code == 2
+    assert "expected KEY=VALUE, got 'greeting'" in malformed.stderr
+
+    missing_state = run("show", "nothing")
+    assert missing_state.exit_code == 3
+    assert "no state file" in missing_state.stderr
+    assert not (tmp_path / "state.db").exists()  # reading does not create the state file
+
+    bad_name = run("apply", "demo.yaml", "--name", "9lives")
+    assert bad_name.exit_code == 2
+    assert "invalid stack name '9lives'" in bad_name.stderr
+
+    assert run("apply", "demo.yaml").exit_code == 0
+    not_paused = run("hook", "clear", "demo", "first", "pre-create")
+    assert not_paused.exit_code == 4
+    assert "is not paused at pre-create" in not_paused.stderr
+    unknown_hook = run("hook", "clear", "demo", "first", "pre-lunch")
+    assert unknown_hook.exit_code == 2
+    assert "unknown hook 'pre-lunch'" in unknown_hook.stderr
+
+
+SLOW = """\
+heat_template_version: 2018-08-31
+parameters:
+  wait:
+    type: number
+    default: 60
+resources:
+  slow:
+    type: OS::Heat::TestResource
+    properties:
+      wait_secs: {get_param: wait}
+"""
+
+# The commands in a real process, so that Ctrl-C is a real SIGINT.
+_PROGRAM = (
+    "import click\n"
+    "from converge.cli.stack_commands import register\n"
+    "group = click.Group('converge')\n"
+    "register(group)\n"
+    "group()\n"
+)
+
+
+def test_ctrl_c_stops_cleanly_and_the_next_apply_supersedes(run: Run, tmp_path: Path) -> None:
+    write(tmp_path / "slow.yaml", SLOW)
+    process = subprocess.Popen(
+        [sys.executable, "-c", _PROGRAM, "apply", "slow.yaml"],
+        cwd=tmp_path,
+        env={
+            **os.environ,
+            "CONVERGE_STATE": str(tmp_path / "state.db"),
+            "PYTHONUNBUFFERED": "1",
+        },
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = ""
+        deadline = time.monotonic() + 30
+        while "slow  CREATE_IN_PROGRESS" not in line and time.monotonic() < deadline:
+            line = process.stdout.readline()
+        assert "slow  CREATE_IN_PROGRESS" in line
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode == 130, stderr
+    assert "the engine stopped cleanly with the create of stack slow unfinished" in stderr
+    assert "Traceback" not in stderr
+    assert as_json(run("show", "slow", "-f", "json"))["stack_status"] == "CREATE_IN_PROGRESS"
+
+    again = run("apply", "slow.yaml", "-P", "wait=0", "-f", "json")
+    assert again.exit_code == 0, again.stderr
+    assert as_json(again)["stack_status"] == "UPDATE_COMPLETE"

@@ -1,0 +1,143 @@
+"""``converge validate`` on files: problems with file:line, summaries, JSON, the files map."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from converge.cli.main import main
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, [str(arg) for arg in args])
+    if result.exception and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.output
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("hello.yaml",),
+        ("pipeline.yaml",),
+        ("conditions.yaml",),
+        ("conditions.yaml", "-e", "conditions-prod.env.yaml"),
+        ("provider/stack.yaml", "-e", "provider/env.yaml"),
+    ],
+)
+def test_examples_are_valid(args: tuple[str, ...]) -> None:
+    paths = [str(EXAMPLES / arg) if arg.endswith(".yaml") else arg for arg in args]
+    code, output = run("validate", *paths)
+    assert code == 0, output
+    assert "valid (heat_template_version" in output
+
+
+def test_summary_and_json(tmp_path: Path) -> None:
+    code, output = run(
+        "validate",
+        EXAMPLES / "conditions.yaml",
+        "-e",
+        EXAMPLES / "conditions-prod.env.yaml",
+        "-P",
+        "replicas=2",
+        "-f",
+        "json",
+    )
+    assert code == 0
+    report = json.loads(output)
+    assert report["valid"] is True and report["errors"] == []
+    assert report["parameters"] == {"environment": "prod", "replicas": 2}
+    assert report["resources"]["balancer"] == "OS::Heat::Value"
+    assert "debug_helper" not in report["resources"]
+    assert report["resource_types"]["OS::Heat::Value"] == 2
+
+
+def test_problems_are_printed_one_per_line(tmp_path: Path) -> None:
+    stack = tmp_path / "stack.yaml"
+    stack.write_text(
+        "heat_template_version: 2021-04-16\n"
+        "resources:\n"
+        "  web:\n"
+        "    type: OS::Heat::TestResource\n"
+        "    properties:\n"
+        "      valeu: x\n"
+        "  b:\n"
+        "    type: OS::Heat::Nonee\n"
+    )
+    code, output = run("validate", stack)
+    assert code == 1
+    assert output.splitlines() == [
+        f"{stack}:6: resources.web.properties.valeu: unknown property 'valeu' (did you mean 'value'?)",
+        f"{stack}:8: resources.b.type: unknown resource type 'OS::Heat::Nonee' (did you mean 'OS::Heat::None'?)",
+    ]
+    code, output = run("validate", stack, "-f", "json")
+    report = json.loads(output)
+    assert code == 1 and report["valid"] is False
+    assert report["errors"][0] == {
+        "file": str(stack),
+        "line": 6,
+        "path": "resources.web.properties.valeu",
+        "message": "unknown property 'valeu' (did you mean 'value'?)",
+    }
+
+
+def test_parameters_and_hidden_values(tmp_path: Path) -> None:
+    stack = tmp_path / "stack.yaml"
+    stack.write_text(
+        "heat_template_version: 2021-04-16\n"
+        "parameters:\n  secret: {type: string, hidden: true}\n  n: {type: number}\n"
+        "resources: {}\n"
+    )
+    code, output = run("validate", stack, "-P", "secret=hunter2", "-P", "n=4")
+    assert code == 0
+    assert "hunter2" not in output and "******" in output
+    code, output = run("validate", stack, "-P", "secret=hunter2")
+    assert code == 1 and "parameter 'n' needs a value" in output
+    code, output = run("validate", stack, "-P", "nokey")
+    assert code == 2 and "expected KEY=VALUE" in output
+    code, output = run("validate", stack, "-P", "secret=x", "-P", "n=1", "-P", "nn=2")
+    assert (
+        code == 1 and "parameter 'nn' was not defined in the template (did you mean 'n'?)" in output
+    )
+
+
+def test_files_map_from_the_template_directory(tmp_path: Path) -> None:
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "boot.sh").write_text("echo boot\n")
+    stack = tmp_path / "stack.yaml"
+    stack.write_text(
+        "heat_template_version: 2021-04-16\n"
+        "resources:\n  v:\n    type: OS::Heat::Value\n"
+        "    properties: {value: {get_file: scripts/boot.sh}}\n"
+    )
+    code, output = run("validate", stack)
+    assert code == 0, output
+
+    outside = tmp_path.parent / f"{tmp_path.name}-secret.txt"
+    outside.write_text("secret")
+    stack.write_text(stack.read_text().replace("scripts/boot.sh", f"../{outside.name}"))
+    code, output = run("validate", stack)
+    assert code == 1
+    assert "refusing to read" in output and "outside the template's directory" in output
+    assert "secret\n" not in output
+
+
+def test_environment_problems_are_located(tmp_path: Path) -> None:
+    env = tmp_path / "env.yaml"
+    env.write_text("parameters: {}\nresource_registy: {}\n")
+    code, output = run("validate", EXAMPLES / "hello.yaml", "-e", env)
+    assert code == 1
+    assert output.strip() == (
+        f"{env}:2: resource_registy: unknown section 'resource_registy' "
+        "(did you mean 'resource_registry'?)"
+    )
+
+
+def test_version_option() -> None:
+    code, output = run("--version")
+    assert code == 0 and "converge" in output and "0.1.0" in output

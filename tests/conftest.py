@@ -1,0 +1,59 @@
+"""Shared fixtures: databases (SQLite always; PostgreSQL when the server is there)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+PG_ADMIN_URL = os.environ.get("CONVERGE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def _pg_available() -> str | None:
+    """None if PostgreSQL can be used, else the reason it cannot."""
+    try:
+        import psycopg
+    except ImportError as exc:  # pragma: no cover - installed with the dev extra
+        return f"psycopg not installed: {exc}"
+    try:
+        with psycopg.connect(PG_ADMIN_URL, connect_timeout=3):
+            return None
+    except psycopg.Error as exc:
+        return f"PostgreSQL not reachable at {PG_ADMIN_URL}: {exc}"
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> str:
+    reason = _pg_available()
+    if reason is not None:
+        if IN_CI:
+            pytest.fail(f"CI=true but {reason}")
+        pytest.skip(reason)
+    return PG_ADMIN_URL
+
+
+@pytest.fixture
+def postgres_url(postgres_server: str) -> Iterator[str]:
+    """A fresh, empty database for one test, dropped afterwards."""
+    import psycopg
+
+    name = f"converge_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_server, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    base = postgres_server.rsplit("/", 1)[0]
+    try:
+        yield f"{base}/{name}"
+    finally:
+        with psycopg.connect(postgres_server, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: object) -> str:
+    """Each store test runs on SQLite and on PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/converge.db"
+    return str(request.getfixturevalue("postgres_url"))

@@ -1,0 +1,214 @@
+"""The store contract, on SQLite and PostgreSQL: compare-and-swap, claims, sync points."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from converge.adapters.sql.store import SqlStore
+from converge.core.states import Action, Status
+from converge.core.traversal import STACK_NODE, GraphNode
+from converge.errors import Conflict, NotFound
+from converge.records import NewEvent, NewResource, ServiceRecord
+
+
+@pytest.fixture
+async def store(database_url: str) -> AsyncIterator[SqlStore]:
+    store = SqlStore.open(database_url)
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+async def new_stack(store: SqlStore, name: str = "s") -> str:
+    stack = await store.create_stack(
+        name,
+        "p",
+        action=Action.CREATE,
+        disable_rollback=False,
+        timeout_mins=None,
+        drift_policy="notify",
+    )
+    return stack.id
+
+
+async def test_stack_names_are_unique_among_live_stacks(store: SqlStore) -> None:
+    stack_id = await new_stack(store)
+    with pytest.raises(Conflict, match="a stack named 's' already exists"):
+        await new_stack(store)
+    await store.mark_stack_deleted(stack_id)
+    again = await new_stack(store)
+    assert again != stack_id
+    with pytest.raises(NotFound):
+        await store.get_stack("no-such-id")
+    found = await store.find_stack("s", "p")
+    assert found.id == again
+
+
+async def test_stack_compare_and_swap(store: SqlStore) -> None:
+    stack_id = await new_stack(store)
+    stack = await store.get_stack(stack_id)
+    first = await store.update_stack(
+        stack_id, {"status_reason": "one"}, expected_key=stack.atomic_key
+    )
+    second = await store.update_stack(
+        stack_id, {"status_reason": "two"}, expected_key=stack.atomic_key
+    )
+    assert first is not None and second is None
+    assert (await store.get_stack(stack_id)).status_reason == "one"
+
+
+async def test_start_traversal_is_atomic(store: SqlStore) -> None:
+    stack_id = await new_stack(store)
+    stack = await store.get_stack(stack_id)
+
+    def build(rows: list) -> tuple[dict, dict]:  # type: ignore[type-arg]
+        return {"current_traversal": "t1", "status": Status.IN_PROGRESS}, {
+            "nodes": [[r.id, True] for r in rows],
+            "edges": [],
+        }
+
+    started = await store.start_traversal(
+        stack_id, stack.atomic_key, [NewResource("a", "T"), NewResource("b", "T")], build
+    )
+    assert started is not None and started.current_traversal == "t1"
+    rows = await store.list_resources(stack_id)
+    assert [r.name for r in rows] == ["a", "b"]
+    # A second start from the same stale key writes nothing, not even the rows.
+    assert (
+        await store.start_traversal(stack_id, stack.atomic_key, [NewResource("c", "T")], build)
+        is None
+    )
+    assert [r.name for r in await store.list_resources(stack_id)] == ["a", "b"]
+    traversal, graph = await store.get_traversal_graph(stack_id)
+    assert traversal == "t1" and graph is not None and len(graph["nodes"]) == 2
+
+
+async def test_resource_claims_race_and_only_one_wins(store: SqlStore) -> None:
+    stack_id = await new_stack(store)
+    stack = await store.get_stack(stack_id)
+    await store.start_traversal(
+        stack_id, stack.atomic_key, [NewResource("a", "T")], lambda rows: ({}, {})
+    )
+    (row,) = await store.list_resources(stack_id)
+    results = await asyncio.gather(
+        *[store.update_resource(row.id, row.atomic_key, {"engine_id": f"e{i}"}) for i in range(8)]
+    )
+    winners = [r for r in results if r is not None]
+    assert len(winners) == 1
+    claimed = await store.get_resource(row.id)
+    assert claimed is not None and claimed.engine_id == winners[0].engine_id
+    # A stale holder is stolen from by compare-and-swap on the key it read.
+    stolen = await store.update_resource(row.id, claimed.atomic_key, {"engine_id": "thief"})
+    assert stolen is not None and stolen.engine_id == "thief"
+
+
+async def test_sync_point_counts_a_duplicate_report_once(store: SqlStore) -> None:
+    stack_id = await new_stack(store)
+    target = GraphNode(9, True)
+    senders = [GraphNode(1, True), GraphNode(2, True)]
+    expected = {target: 2}
+    ok, ready, _ = await store.finish_node(
+        stack_id,
+        "t",
+        senders[0],
+        resource_id=None,
+        expected_key=None,
+        changes=None,
+        reports={target: {"name": "one"}},
+        expected_counts=expected,
+    )
+    assert ok and ready == []
+    # the same sender again (a re-delivered message): still one report
+    ok, ready, _ = await store.finish_node(
+        stack_id,
+        "t",
+        senders[0],
+        resource_id=None,
+        expected_key=None,
+        changes=None,
+        reports={target: {"name": "one"}},
+        expected_counts=expected,
+    )
+    assert ready == []
+    assert await store.count_reports("t", target) == 1
+    ok, ready, _ = await store.finish_node(
+        stack_id,
+        "t",
+        senders[1],
+        resource_id=None,
+        expected_key=None,
+        changes=None,
+        reports={target: {"name": "two"}},
+        expected_counts=expected,
+    )
+    assert ready == [target]
+    assert await store.reported_senders("t") == set(senders)
+    _stack, _row, reports = await store.load_for_check(stack_id, target, "t")
+    assert sorted(r.data["name"] for r in reports) == ["one", "two"]
+
+
+async def test_finish_node_writes_nothing_when_the_row_changed(store: SqlStore) -> None:
+    stack_id = await new_stack(store)
+    stack = await store.get_stack(stack_id)
+    await store.start_traversal(
+        stack_id, stack.atomic_key, [NewResource("a", "T")], lambda rows: ({}, {})
+    )
+    (row,) = await store.list_resources(stack_id)
+    await store.update_resource(row.id, row.atomic_key, {"status_reason": "someone else"})
+    ok, ready, _ = await store.finish_node(
+        stack_id,
+        "t",
+        GraphNode(row.id, True),
+        resource_id=row.id,
+        expected_key=row.atomic_key,
+        changes={"status": Status.COMPLETE},
+        events=[NewEvent("a", "T", "CREATE", "COMPLETE", "x")],
+        reports={STACK_NODE: {}},
+        expected_counts={STACK_NODE: 1},
+    )
+    assert not ok and ready == []
+    assert await store.count_reports("t", STACK_NODE) == 0
+    assert await store.list_events(stack_id) == []
+
+
+async def test_replacement_row_and_events(store: SqlStore) -> None:
+    stack_id = await new_stack(store)
+    stack = await store.get_stack(stack_id)
+    await store.start_traversal(
+        stack_id, stack.atomic_key, [NewResource("a", "T")], lambda rows: ({}, {})
+    )
+    (row,) = await store.list_resources(stack_id)
+    made = await store.add_replacement(row, NewResource("a", "T", replaces=row.id), {})
+    assert made is not None
+    old, new = made
+    assert old.replaced_by == new.id and new.replaces == old.id
+    assert await store.add_replacement(row, NewResource("a", "T", replaces=row.id), {}) is None
+    assert len(await store.list_resources(stack_id)) == 2
+    await store.add_events(stack_id, [NewEvent("a", "T", "CREATE", "IN_PROGRESS", "go")])
+    events = await store.list_events(stack_id)
+    assert [e.state for e in events] == ["CREATE_IN_PROGRESS"]
+    assert await store.list_events(stack_id, after_id=events[-1].id) == []
+
+
+async def test_services_and_liveness(store: SqlStore) -> None:
+    await store.register_service(ServiceRecord("e1", "h", 1, ("engine",), 100.0, 100.0))
+    await store.register_service(ServiceRecord("e2", "h", 2, ("engine",), 100.0, 100.0))
+    await store.heartbeat("e2", 200.0)
+    assert await store.live_engines(150.0) == {"e2"}
+    await store.remove_service("e2")
+    assert await store.live_engines(0.0) == {"e1"}
+
+
+async def test_purge_keeps_needed_templates(store: SqlStore) -> None:
+    stack_id = await new_stack(store)
+    t1 = await store.add_template(stack_id, {"a": 1}, {}, {}, {})
+    t2 = await store.add_template(stack_id, {"a": 2}, {}, {}, {})
+    t3 = await store.add_template(stack_id, {"a": 3}, {}, {}, {})
+    await store.purge_stack_data(stack_id, [t2, t3])
+    with pytest.raises(NotFound):
+        await store.get_template(t1)
+    assert (await store.get_template(t3)).template == {"a": 3}

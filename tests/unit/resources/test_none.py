@@ -1,0 +1,42 @@
+"""OS::Heat::None: accepts anything, never replaced, every attribute None."""
+
+from __future__ import annotations
+
+import uuid
+
+from converge.resources.base import AppliedState, ResourceContext
+from converge.resources.builtin.none import NoneResource
+
+
+async def test_create_accepts_any_properties_and_gives_a_uuid(ctx: ResourceContext) -> None:
+    plugin = NoneResource()
+    first = await plugin.create(ctx, {"image": "x", "anything": {"nested": [1, 2]}})
+    second = await plugin.create(ctx, {})
+    assert uuid.UUID(str(first.physical_id))
+    assert first.physical_id != second.physical_id
+
+
+def test_schema_declares_open_properties() -> None:
+    schema = NoneResource.schema()
+    assert schema.open_properties
+    assert schema.type_name == "OS::Heat::None"
+    assert dict(schema.properties) == {}
+
+
+async def test_any_change_is_an_update_that_keeps_everything(ctx: ResourceContext) -> None:
+    state = AppliedState("pid-1", {"flavor": "small"}, {"k": "v"})
+    outcome = await NoneResource().update(ctx, state, {"flavor": "huge", "new": 1})
+    assert outcome.physical_id == "pid-1"
+    assert outcome.data == {"k": "v"}
+
+
+async def test_every_attribute_is_none(ctx: ResourceContext) -> None:
+    state = AppliedState("pid", {})
+    values = await NoneResource().attributes(ctx, state, ["first_address", "networks"])
+    assert values == {"first_address": None, "networks": None}
+
+
+async def test_delete_is_idempotent(ctx: ResourceContext) -> None:
+    state = AppliedState("pid", {})
+    await NoneResource().delete(ctx, state)
+    await NoneResource().delete(ctx, state)

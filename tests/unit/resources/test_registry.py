@@ -1,0 +1,81 @@
+"""PluginRegistry: one plugin per type, schemas for validation, clear unknown-type errors."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from converge.core.schema import TypeSchemas
+from converge.errors import NotFound
+from converge.resources.base import AppliedState, Outcome, ResourceContext, ResourcePlugin
+from converge.resources.builtin import Dummy
+from converge.resources.registry import PluginRegistry, default_registry
+
+BUILTIN = {
+    "OS::Heat::None",
+    "OS::Heat::TestResource",
+    "OS::Heat::Value",
+    "OS::Heat::RandomString",
+    "OS::Heat::Dummy",
+    "Dummy",
+}
+
+
+class Thing(ResourcePlugin):
+    type_name = "My::Thing"
+
+    async def create(self, ctx: ResourceContext, properties: Mapping[str, Any]) -> Outcome:
+        return Outcome("thing")
+
+    async def delete(self, ctx: ResourceContext, current: AppliedState) -> None:
+        return None
+
+
+def test_default_registry_has_every_builtin_type() -> None:
+    registry = default_registry()
+    assert set(registry.type_names()) == BUILTIN
+    for name in BUILTIN:
+        schema = registry.lookup(name)
+        assert schema is not None and schema.type_name == name
+
+
+def test_one_instance_per_type() -> None:
+    registry = default_registry()
+    assert registry.plugin("OS::Heat::Value") is registry.plugin("OS::Heat::Value")
+    assert isinstance(registry.plugin("Dummy"), Dummy)
+
+
+def test_each_call_builds_a_fresh_registry() -> None:
+    first = default_registry()
+    first.register(Thing)
+    assert "My::Thing" in first
+    assert "My::Thing" not in default_registry()
+
+
+def test_registry_is_a_type_schemas() -> None:
+    schemas: TypeSchemas = default_registry()
+    assert schemas.lookup("OS::Nova::Server") is None
+
+
+def test_unknown_type_suggests_close_names() -> None:
+    with pytest.raises(
+        NotFound,
+        match=r"unknown resource type 'OS::Heat::RandomStrin' \(did you mean "
+        r"'OS::Heat::RandomString'",
+    ):
+        default_registry().plugin("OS::Heat::RandomStrin")
+
+
+def test_unknown_type_without_close_names_lists_known_ones() -> None:
+    with pytest.raises(NotFound, match="known types: Dummy, OS::Heat::Dummy"):
+        default_registry().plugin("Zzz")
+
+
+def test_a_name_cannot_be_taken_twice_by_different_classes() -> None:
+    registry = PluginRegistry()
+    registry.register(Thing)
+    registry.register(Thing)  # the same class again is harmless
+    with pytest.raises(ValueError, match="already registered to Thing"):
+        registry.register(Dummy, type_name="My::Thing")

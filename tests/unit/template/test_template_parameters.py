@@ -1,0 +1,272 @@
+"""Parameters: declarations, Heat's coercion, precedence, constraints, hidden and immutable."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from converge.core.schema import StaticTypeSchemas
+from converge.core.template import (
+    StackDefinition,
+    StackIdentity,
+    load_environment,
+    load_template,
+    prepare_stack,
+)
+from converge.errors import TemplateError, TemplateErrors
+
+HEAD = "heat_template_version: 2018-08-31\n"
+
+
+def prepare(
+    text: str,
+    schemas: StaticTypeSchemas,
+    identity: StackIdentity,
+    env: str | None = None,
+    **kwargs: Any,
+) -> StackDefinition:
+    environment = load_environment(env, "env.yaml") if env is not None else None
+    return prepare_stack(
+        load_template(HEAD + text, "t.yaml"),
+        environment=environment,
+        identity=identity,
+        schemas=schemas,
+        **kwargs,
+    )
+
+
+def messages(error: TemplateError) -> list[str]:
+    errors = error.errors if isinstance(error, TemplateErrors) else [error]
+    return [e.format() for e in errors]
+
+
+TYPES = """\
+parameters:
+  s: {type: string, default: 5}
+  n: {type: number, default: "2.5"}
+  l: {type: comma_delimited_list, default: "a, b ,c"}
+  j: {type: json, default: '{"k": [1]}'}
+  b: {type: boolean, default: "yes"}
+  e: {type: comma_delimited_list, default: ""}
+"""
+
+
+def test_types_are_coerced_like_heat(schemas: StaticTypeSchemas, identity: StackIdentity) -> None:
+    definition = prepare(TYPES, schemas, identity)
+    assert dict(definition.parameters) == {
+        "s": "5",
+        "n": 2.5,
+        "l": ["a", "b", "c"],
+        "j": {"k": [1]},
+        "b": True,
+        "e": [],
+    }
+
+
+def test_given_values_are_coerced(schemas: StaticTypeSchemas, identity: StackIdentity) -> None:
+    definition = prepare(TYPES, schemas, identity, parameters={"n": "7", "l": "x", "b": "off"})
+    assert definition.parameters["n"] == 7
+    assert definition.parameters["l"] == ["x"]
+    assert definition.parameters["b"] is False
+
+
+PRECEDENCE = """\
+parameters:
+  a: {type: string, default: template}
+  b: {type: string, default: template}
+  c: {type: string, default: template}
+  d: {type: string, default: template}
+"""
+
+
+def test_precedence(schemas: StaticTypeSchemas, identity: StackIdentity) -> None:
+    env = (
+        "parameters: {a: env, b: env}\n"
+        "parameter_defaults: {a: pd, b: pd, c: pd, not_in_template: ignored}\n"
+    )
+    definition = prepare(PRECEDENCE, schemas, identity, env=env, parameters={"a": "given"})
+    assert dict(definition.parameters) == {"a": "given", "b": "env", "c": "pd", "d": "template"}
+
+
+def test_unknown_given_and_env_parameters_are_errors(
+    schemas: StaticTypeSchemas, identity: StackIdentity
+) -> None:
+    with pytest.raises(TemplateError) as info:
+        prepare(PRECEDENCE, schemas, identity, env="parameters:\n  e: 1\n", parameters={"aa": 1})
+    found = messages(info.value)
+    assert "parameter 'aa' was not defined in the template (did you mean 'a'?)" in found
+    assert "env.yaml:2: parameters.e: parameter 'e' was not defined in the template" in found
+
+
+def test_required_parameter_without_value(
+    schemas: StaticTypeSchemas, identity: StackIdentity
+) -> None:
+    with pytest.raises(TemplateError) as info:
+        prepare("parameters:\n  image: {type: string}\n", schemas, identity)
+    assert messages(info.value) == [
+        "t.yaml:3: parameters.image: parameter 'image' needs a value: "
+        "it has no default and none was given"
+    ]
+
+
+CONSTRAINED = """\
+parameters:
+  size:
+    type: number
+    constraints:
+      - range: {min: 1, max: 10}
+      - modulo: {step: 2, offset: 1}
+  name:
+    type: string
+    constraints:
+      - length: {min: 2}
+        description: Name is too short
+      - allowed_pattern: "[a-z]+"
+  password:
+    type: string
+    hidden: true
+    constraints:
+      - allowed_pattern: "[a-z]+"
+  flavor:
+    type: string
+    constraints:
+      - custom_constraint: nova.flavor
+"""
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        (
+            {"size": 11},
+            "parameters.size: invalid value given for parameter 'size': "
+            "11 is out of range (min: 1, max: 10)",
+        ),
+        ({"size": "4"}, "4 is not a multiple of 2 with an offset of 1"),
+        ({"size": "x"}, "expected a number, got 'x'"),
+        ({"name": "a"}, "Name is too short"),
+        ({"name": "ab1"}, '"ab1" does not match pattern "[a-z]+"'),
+    ],
+)
+def test_constraints(
+    schemas: StaticTypeSchemas, identity: StackIdentity, given: dict[str, Any], expected: str
+) -> None:
+    values = {"size": 3, "name": "ab", "password": "abc", "flavor": "any", **given}
+    with pytest.raises(TemplateError) as info:
+        prepare(CONSTRAINED, schemas, identity, parameters=values)
+    assert any(expected in message for message in messages(info.value))
+
+
+def test_valid_constrained_values_and_unchecked_custom_constraint(
+    schemas: StaticTypeSchemas, identity: StackIdentity
+) -> None:
+    values = {"size": "3", "name": "ab", "password": "abc", "flavor": "m1.anything"}
+    definition = prepare(CONSTRAINED, schemas, identity, parameters=values)
+    assert definition.parameters["size"] == 3
+    assert definition.hidden_parameters == frozenset({"password"})
+
+
+def test_hidden_values_never_appear_in_messages(
+    schemas: StaticTypeSchemas, identity: StackIdentity
+) -> None:
+    values = {"size": 3, "name": "ab", "password": "S3CRET-x", "flavor": "f"}
+    with pytest.raises(TemplateError) as info:
+        prepare(CONSTRAINED, schemas, identity, parameters=values)
+    assert "S3CRET" not in str(info.value)
+    assert "does not match pattern" in str(info.value)
+    text = "parameters:\n  p: {type: number, hidden: true}\n"
+    with pytest.raises(TemplateError) as info:
+        prepare(text, schemas, identity, parameters={"p": "S3CRET"})
+    assert "S3CRET" not in str(info.value)
+
+
+def test_immutable_parameters_cannot_change(
+    schemas: StaticTypeSchemas, identity: StackIdentity
+) -> None:
+    text = (
+        "parameters:\n  a: {type: string, immutable: true}\n  b: {type: number, immutable: true}\n"
+        "  c: {type: string}\n"
+    )
+    same = prepare(
+        text,
+        schemas,
+        identity,
+        parameters={"a": "x", "b": "1", "c": "new"},
+        previous_parameters={"a": "x", "b": 1, "c": "old"},
+    )
+    assert same.parameters["c"] == "new"
+    with pytest.raises(TemplateError) as info:
+        prepare(
+            text,
+            schemas,
+            identity,
+            parameters={"a": "y", "b": 2, "c": "z"},
+            previous_parameters={"a": "x", "b": 1, "c": "z"},
+        )
+    assert messages(info.value) == [
+        "The following parameters are immutable and may not be updated: a, b"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "parameters:\n  p: {type: strng}\n",
+            "unknown parameter type 'strng' (did you mean 'string'?)",
+        ),
+        ("parameters:\n  p: {default: 1}\n", "parameters.p: missing type"),
+        (
+            "parameters:\n  p: {type: string, defualt: 1}\n",
+            "unknown key 'defualt' (did you mean 'default'?)",
+        ),
+        (
+            "parameters:\n  p: {type: string, constraints: [{range: {min: 1}}]}\n",
+            "range is not valid for a string parameter",
+        ),
+        (
+            "parameters:\n  p: {type: number, default: 20, constraints: [{range: {max: 10}}]}\n",
+            "parameters.p.default: invalid default: 20 is out of range",
+        ),
+        (
+            "parameters:\n  p: {type: string, constraints: [{allowed_pattern: '('}]}\n",
+            "not a valid regular expression",
+        ),
+        ("parameters:\n  OS::stack_name: {type: string}\n", "pseudo parameter"),
+        (
+            "parameter_groups:\n- parameters: [q]\nparameters:\n  p: {type: string, default: a}\n",
+            "the grouped parameter 'q' does not reference a valid parameter",
+        ),
+    ],
+)
+def test_declaration_problems(
+    schemas: StaticTypeSchemas, identity: StackIdentity, text: str, expected: str
+) -> None:
+    with pytest.raises(TemplateError) as info:
+        prepare(text, schemas, identity)
+    assert any(expected in message for message in messages(info.value)), messages(info.value)
+
+
+def test_modulo_and_tags_need_recent_versions(
+    schemas: StaticTypeSchemas, identity: StackIdentity
+) -> None:
+    text = (
+        "heat_template_version: 2016-10-14\nparameters:\n  p:\n    type: number\n    default: 1\n"
+        "    tags: [a]\n    constraints: [{modulo: {step: 2, offset: 1}}]\n"
+    )
+    with pytest.raises(TemplateError) as info:
+        prepare_stack(load_template(text, "t.yaml"), identity=identity, schemas=schemas)
+    found = " ".join(messages(info.value))
+    assert "unknown key 'tags'" in found
+    assert "unknown constraint 'modulo'" in found
+
+
+def test_pseudo_parameters(schemas: StaticTypeSchemas, identity: StackIdentity) -> None:
+    text = (
+        "resources:\n  v:\n    type: Test::Value\n    properties:\n      value:\n"
+        "        - {get_param: OS::stack_name}\n        - {get_param: OS::stack_id}\n"
+        "        - {get_param: OS::project_id}\n"
+    )
+    definition = prepare(text, schemas, identity)
+    assert definition.resources["v"].properties == {"value": ["mystack", "stack-id-1", "project-1"]}
