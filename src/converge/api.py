@@ -34,15 +34,17 @@ from converge.core.template import (
     prepare_stack,
     template_from_data,
 )
+from converge.core.template.nodes import is_static
 from converge.engine.context import EMPTY_TEMPLATE
 from converge.engine.inputs import StoredData
 from converge.engine.operations import current_rows, stack_event
 from converge.engine.runtime import Engine
 from converge.engine.settings import EngineSettings
 from converge.engine.worker import resource_state
-from converge.errors import Conflict, InvalidRequest, NotFound, TemplateError
+from converge.errors import Conflict, InvalidRequest, NotFound, TemplateError, TemplateErrors
 from converge.messages import CheckResource
 from converge.records import StackRecord
+from converge.resources.base import ValidationContext
 from converge.resources.registry import PluginRegistry
 from converge.views import EventView, PlannedChange, ResourceView, StackView
 
@@ -414,7 +416,7 @@ class Converge:
         *,
         previous_parameters: Mapping[str, Any] | None = None,
     ) -> StackDefinition:
-        return prepare_stack(
+        definition = prepare_stack(
             template,
             environment=environment,
             parameters=parameters,
@@ -423,6 +425,26 @@ class Converge:
             schemas=self._ctx.registry,
             previous_parameters=previous_parameters,
         )
+        TemplateErrors.raise_if_any(self._plugin_problems(definition))
+        return definition
+
+    def _plugin_problems(self, definition: StackDefinition) -> list[TemplateError]:
+        """Ask each resource's plugin about the values known now (paths, commands …)."""
+        context = ValidationContext(
+            allowed_roots=self._ctx.settings.allowed_roots,
+            settings=self._ctx.settings.plugin_settings,
+        )
+        problems: list[TemplateError] = []
+        for resource in definition.resources.values():
+            if resource.implementation_type not in self._ctx.registry:
+                continue  # provider templates: validated by the template layer
+            plugin = self._ctx.registry.plugin(resource.implementation_type)
+            known = {
+                key: value for key, value in (resource.properties or {}).items() if is_static(value)
+            }
+            for name, message in plugin.validate(known, context):
+                problems.append(resource.where.child("properties", name).error(message))
+        return problems
 
     async def _find(self, name_or_id: str, *, include_deleted: bool = False) -> StackRecord:
         return await self._store.find_stack(

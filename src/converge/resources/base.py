@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Mapping
+from collections.abc import AsyncIterator, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -49,6 +49,24 @@ class ResourceContext:
         if self.deadline is None:
             return None
         return max(0.0, self.deadline - self.clock.now())
+
+
+@dataclass(frozen=True)
+class ValidationContext:
+    """What a plugin's own validation may consult (no stack exists yet)."""
+
+    allowed_roots: tuple[Path, ...] = ()
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ObserverContext:
+    """What listing or watching a whole type may use (no single resource involved)."""
+
+    clock: Clock
+    logger: logging.Logger | logging.LoggerAdapter[logging.Logger]
+    allowed_roots: tuple[Path, ...] = ()
+    settings: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -124,3 +142,39 @@ class ResourcePlugin(ABC):
     def reference_id(self, current: AppliedState) -> Any:
         """What ``get_resource`` returns for this resource (Heat: the physical id)."""
         return current.physical_id
+
+    def validate(
+        self, properties: Mapping[str, Any], ctx: ValidationContext
+    ) -> Iterable[tuple[str, str]]:
+        """Type-specific problems as ``(property name, message)``, before anything is made.
+
+        ``properties`` holds only the values known before the stack exists (those that do not
+        depend on other resources). Checks that need the machine (paths, commands) go here.
+        """
+        return ()
+
+    def essence(self, live: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The part of observed reality that matters: drop volatile fields (pure).
+
+        Equal reality must give an equal essence: the synchronizer hashes it.
+        """
+        return live
+
+
+class SupportsSnapshot(Protocol):
+    """A type that can list every entity it can see, managed by converge or not."""
+
+    async def list_all(self, ctx: ObserverContext) -> Mapping[str, Mapping[str, Any]]:
+        """Live properties of every entity, by physical id."""
+        ...
+
+
+class SupportsWatch(Protocol):
+    """A type whose reality pushes changes (inotify, pidfd, LISTEN …)."""
+
+    def watch(
+        self, ctx: ObserverContext, managed: Mapping[str, AppliedState]
+    ) -> AsyncIterator[str]:
+        """Yield physical ids whose reality may have changed (hints: the sampler observes
+        them). The caller restarts the watch when the managed set changes."""
+        ...
