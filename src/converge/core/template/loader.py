@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from converge.core.template.gcpause import without_gc
 from converge.core.template.nodes import Path, SourceMap, format_path
 from converge.errors import TemplateError
 
@@ -344,6 +345,7 @@ def _check_json_shape(data: Any, limits: Limits) -> None:
 _JSON_START = re.compile(r"\s*\{")
 
 
+@without_gc
 def load_document(
     source: str | bytes, filename: str, *, limits: Limits = DEFAULT_LIMITS
 ) -> tuple[Any, SourceMap]:

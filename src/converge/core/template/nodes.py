@@ -199,81 +199,111 @@ def parse(data: Any, functions: FunctionTable, where: Where) -> Any:
     return _parse(data, functions, where.file, where.path, where.source_map)
 
 
+# Plain values parsing and evaluation leave as they are. Exact type checks come first on
+# the hot paths (10,000-resource templates): ``isinstance`` against the ``Function`` ABC or
+# ``Mapping`` is several times slower than a set lookup of the type.
+_SCALARS: frozenset[type] = frozenset({str, int, float, bool, type(None)})
+
+# A path under construction: (parent link, key) pairs, turned into a tuple only when a
+# Function keeps its Where; cheaper than copying a tuple for every node of the document.
+_PathLink = tuple[Any, PathPart] | None
+
+
+def _materialize(link: _PathLink, base: Path) -> Path:
+    parts: list[PathPart] = []
+    while link is not None:
+        link, key = link
+        parts.append(key)
+    return base + tuple(reversed(parts))
+
+
 def _parse(
-    data: Any, functions: FunctionTable, file: str | None, path: Path, source_map: SourceMap
+    data: Any,
+    functions: FunctionTable,
+    file: str | None,
+    base: Path,
+    source_map: SourceMap,
+    link: _PathLink = None,
 ) -> Any:
-    # Hot path (10,000-resource templates): exact type checks first, and a Where is only
-    # built for function nodes, which are the only ones that keep one.
     kind = type(data)
-    if kind is dict or (kind is not list and isinstance(data, Mapping)):
+    if kind in _SCALARS:
+        return data
+    if kind is list:
+        return [
+            _parse(item, functions, file, base, source_map, (link, index))
+            for index, item in enumerate(data)
+        ]
+    if kind is dict or isinstance(data, Mapping):
         if len(data) == 1:
             ((key, value),) = data.items()
             if type(key) is str and key in functions:
-                args = _parse(value, functions, file, (*path, key), source_map)
-                return functions[key](key, args, Where(file, path, source_map))
+                args = _parse(value, functions, file, base, source_map, (link, key))
+                where = Where(file, _materialize(link, base), source_map)
+                return functions[key](key, args, where)
         return {
-            key: _parse(value, functions, file, (*path, key), source_map)
+            key: _parse(value, functions, file, base, source_map, (link, key))
             for key, value in data.items()
         }
-    if kind is list:
-        return [
-            _parse(item, functions, file, (*path, index), source_map)
-            for index, item in enumerate(data)
-        ]
     return data
 
 
 def resolve(node: Any, ctx: EvalContext) -> Any:
     """Evaluate a parsed snippet completely; ``REMOVED`` entries vanish from containers."""
     kind = type(node)
-    if kind is str or kind is int or kind is float or kind is bool or node is None:
+    if kind in _SCALARS:
         return node
-    if isinstance(node, Function):
-        return node.resolve(ctx)
-    if isinstance(node, dict):
+    if kind is dict:
         result = {}
         for key, value in node.items():
             resolved = resolve(value, ctx)
             if resolved is not REMOVED:
                 result[key] = resolved
         return result
-    if isinstance(node, list):
+    if kind is list:
         return [item for item in (resolve(value, ctx) for value in node) if item is not REMOVED]
+    if isinstance(node, Function):
+        return node.resolve(ctx)
     return node
 
 
 def partial(node: Any, ctx: EvalContext) -> Any:
     """Evaluate what can be evaluated without resource data; keep the rest as nodes."""
     kind = type(node)
-    if kind is str or kind is int or kind is float or kind is bool or node is None:
+    if kind in _SCALARS:
         return node
-    if isinstance(node, Function):
-        return node.partial(ctx)
-    if isinstance(node, dict):
+    if kind is dict:
         result = {}
         for key, value in node.items():
             evaluated = partial(value, ctx)
             if evaluated is not REMOVED:
                 result[key] = evaluated
         return result
-    if isinstance(node, list):
+    if kind is list:
         return [item for item in (partial(value, ctx) for value in node) if item is not REMOVED]
+    if isinstance(node, Function):
+        return node.partial(ctx)
     return node
 
 
 def references(node: Any) -> Iterator[Reference]:
     """Every resource reference inside a parsed snippet."""
+    found: list[Reference] = []
+    _collect_references(node, found)
+    return iter(found)
+
+
+def _collect_references(node: Any, found: list[Reference]) -> None:
     kind = type(node)
-    if kind is str or kind is int or kind is float or kind is bool or node is None:
+    if kind in _SCALARS:
         return
-    if isinstance(node, Function):
-        yield from node.references()
-    elif isinstance(node, dict):
+    if kind is dict:
         for value in node.values():
-            yield from references(value)
-    elif isinstance(node, list):
+            _collect_references(value, found)
+    elif kind is list:
         for value in node:
-            yield from references(value)
+            _collect_references(value, found)
+    elif isinstance(node, Function):
+        found.extend(node.references())
 
 
 def is_static(node: Any) -> bool:

@@ -28,6 +28,7 @@ from converge.core.template.definitions import (
     is_deferred,
 )
 from converge.core.template.environment import Environment, is_provider_template
+from converge.core.template.gcpause import without_gc
 from converge.core.template.nodes import Unresolved, Where, parse, partial
 from converge.core.template.nodes import references as find_references
 from converge.core.template.parameters import (
@@ -444,6 +445,7 @@ class _Preparer:
         return definition
 
 
+@without_gc
 def prepare_stack(
     template: Template,
     *,
