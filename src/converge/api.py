@@ -10,6 +10,9 @@ while the first runs) or when the stack settles with ``wait=True``.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import logging
 import re
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -45,8 +48,11 @@ from converge.errors import Conflict, InvalidRequest, NotFound, TemplateError, T
 from converge.messages import CheckResource
 from converge.records import StackRecord
 from converge.resources.base import ValidationContext
+from converge.resources.builtin import world
 from converge.resources.registry import PluginRegistry
-from converge.views import EventView, PlannedChange, ResourceView, StackView
+from converge.views import DriftView, EventView, PlannedChange, ResourceView, StackView
+
+log = logging.getLogger("converge.api")
 
 _STACK_NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9_.-]{0,254}$")
 HOOKS = ("pre-create", "pre-update", "pre-delete", "post-create", "post-update", "post-delete")
@@ -82,7 +88,18 @@ class Converge:
         settings: EngineSettings | None = None,
         registry: PluginRegistry | None = None,
     ) -> AsyncIterator[Converge]:
-        """The embedded default: a SQLite file and an in-process bus."""
+        """The embedded default: a SQLite file and an in-process bus.
+
+        The built-in test types keep their simulated reality (the test world) beside the
+        state file unless ``settings.plugin_settings["test_world"]`` names another file.
+        """
+        settings = settings or EngineSettings()
+        if world.SETTING not in settings.plugin_settings:
+            plugin_settings = {
+                **settings.plugin_settings,
+                world.SETTING: str(world.world_path_for(state)),
+            }
+            settings = dataclasses.replace(settings, plugin_settings=plugin_settings)
         async with cls.open(sqlite_url(state), settings=settings, registry=registry) as cv:
             yield cv
 
@@ -103,6 +120,45 @@ class Converge:
         finally:
             await engine.stop()
             await store.close()
+
+    @asynccontextmanager
+    async def serving(self) -> AsyncIterator[Any]:
+        """Run the synchronizer and drift handling with this engine (``converge serve``).
+
+        The engine consumes the synchronizer's snapshot and change notifications; each
+        stack's drift policy says what happens to drift. Yields the ``Synchronizer``.
+        """
+        from converge.observe import Synchronizer
+
+        sync = Synchronizer(
+            self._store, self._ctx.bus, self._ctx.registry, self._ctx.clock, self._ctx.settings
+        )
+        await sync.start()
+        tasks = [
+            self.engine.handle_drift(),
+            asyncio.create_task(self._consume(sync), name="converge-drift-consumer"),
+        ]
+        try:
+            yield sync
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await sync.stop()
+
+    async def _consume(self, sync: Any) -> None:
+        """Consume notifications for good: a failure is logged and the consumer restarts."""
+        from converge.observe import consume
+
+        handler = self.engine.drift
+        while True:
+            try:
+                await consume(sync, None, handler.apply_snapshot, handler.apply_change)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("drift consumer failed; restarting it")
+                await asyncio.sleep(self._ctx.settings.drift_recheck_interval)
 
     @property
     def project_id(self) -> str:
@@ -163,9 +219,16 @@ class Converge:
         disable_rollback: bool | None = None,
         timeout_mins: float | None = None,
         drift_policy: str | None = None,
+        converge: bool = False,
         wait: bool = True,
     ) -> StackView:
-        """Update the stack; ``existing=True`` is Heat's PATCH: unspecified parts are kept."""
+        """Update the stack; ``existing=True`` is Heat's PATCH: unspecified parts are kept.
+
+        ``converge=True`` (Heat's ``converge: true``) compares the template with observed
+        reality instead of only with what was last applied: drifted resources are
+        corrected, deleted ones created again. ``settings.observe_on_update`` makes that
+        the rule for every update.
+        """
         stack = await self._find(name_or_id)
         if stack.action == Action.DELETE:
             raise Conflict(f"stack {stack.name} is {stack.state}: it cannot be updated")
@@ -210,7 +273,9 @@ class Converge:
             stack.id, loaded.data, environment.to_data(), new_files, new_parameters
         )
         self._ctx.definitions.put(template_id, definition)
-        await self.engine.operations.converge(stack.id, template_id, definition, Action.UPDATE)
+        await self.engine.operations.converge(
+            stack.id, template_id, definition, Action.UPDATE, converge=converge
+        )
         return await self._settle(stack.id, wait)
 
     async def delete_stack(self, name_or_id: str, *, wait: bool = True) -> StackView:
@@ -275,6 +340,18 @@ class Converge:
             await self._ctx.bus.send_work(message.to_dict())
             return
         raise Conflict(f"resource {resource_name} of stack {stack.name} is not paused at {hook}")
+
+    async def check_stack(self, name_or_id: str, *, wait: bool = True) -> StackView:
+        """Observe every resource and record its drift; ends CHECK_COMPLETE or CHECK_FAILED."""
+        stack = await self._find(name_or_id)
+        await self.engine.start_check(stack.id)
+        return await self._settle(stack.id, wait)
+
+    async def drift(self, name_or_id: str) -> list[DriftView]:
+        """Each resource's drift as last recorded (by a check, an update or the observer)."""
+        stack = await self._find(name_or_id, include_deleted=True)
+        rows = current_rows(await self._store.list_resources(stack.id), None)
+        return [DriftView.of(row) for row in sorted(rows.values(), key=lambda r: r.name)]
 
     async def wait(self, name_or_id: str) -> StackView:
         stack = await self._find(name_or_id, include_deleted=True)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 from typing import Any, ClassVar
 
 from converge.errors import ConvergeError
@@ -40,3 +42,79 @@ class CheckResource:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise MessageError(f"malformed {cls.kind} message: {data!r}") from exc
+
+
+class ChangeKind(StrEnum):
+    APPEARED = "appeared"
+    CHANGED = "changed"
+    GONE = "gone"
+
+
+@dataclass(frozen=True)
+class ChangeNotification:
+    """An entity of a resource type appeared, changed its essence (or owner), or disappeared.
+
+    Published by the synchronizer on topic ``entity.<type>``. ``seq`` is the type's sequence
+    number at this change: it only grows, so a consumer holding a snapshot taken at ``seq``
+    applies exactly the notifications with a greater one.
+    """
+
+    message: ClassVar[str] = "change_notification"
+    version: ClassVar[int] = 1
+
+    type: str
+    physical_id: str
+    kind: ChangeKind
+    seq: int
+    essence: Mapping[str, Any] | None  # None when gone
+    hash: str | None  # sha256 of the essence; None when gone
+    observed_at: float
+    stack_id: str | None = None  # the owner, when a stack manages the entity
+    resource_id: int | None = None
+    resource_name: str | None = None
+
+    @property
+    def is_managed(self) -> bool:
+        return self.stack_id is not None
+
+    @staticmethod
+    def topic(type_name: str) -> str:
+        return f"entity.{type_name}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "message": self.message,
+            "version": self.version,
+            "type": self.type,
+            "physical_id": self.physical_id,
+            "kind": str(self.kind),
+            "seq": self.seq,
+            "essence": None if self.essence is None else dict(self.essence),
+            "hash": self.hash,
+            "observed_at": self.observed_at,
+            "stack_id": self.stack_id,
+            "resource_id": self.resource_id,
+            "resource_name": self.resource_name,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ChangeNotification:
+        if data.get("message") != cls.message or data.get("version") != cls.version:
+            raise MessageError(f"not a {cls.message} v{cls.version} message: {data!r}")
+        try:
+            essence = data["essence"]
+            resource_id = data.get("resource_id")
+            return cls(
+                type=str(data["type"]),
+                physical_id=str(data["physical_id"]),
+                kind=ChangeKind(data["kind"]),
+                seq=int(data["seq"]),
+                essence=None if essence is None else dict(essence),
+                hash=None if data.get("hash") is None else str(data["hash"]),
+                observed_at=float(data["observed_at"]),
+                stack_id=data.get("stack_id"),
+                resource_id=None if resource_id is None else int(resource_id),
+                resource_name=data.get("resource_name"),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MessageError(f"malformed {cls.message} message: {data!r}") from exc

@@ -40,6 +40,9 @@ class StackRecord:
     outputs: Mapping[str, Any] = field(default_factory=dict)
     tags: tuple[str, ...] = ()
     deleted: bool = False
+    # The current traversal compares with observed reality; a heal names its resources.
+    converge: bool = False
+    converge_names: tuple[str, ...] | None = None
 
     @property
     def state(self) -> str:
@@ -72,6 +75,10 @@ class ResourceRecord:
     updated_at: float | None
     drift_status: str = "NOT_CHECKED"
     drift_detail: Mapping[str, Any] = field(default_factory=dict)
+    heal_attempts: int = 0
+    heal_last_at: float | None = None
+    heal_next_at: float | None = None
+    drift_checked_at: float | None = None
 
     @property
     def state(self) -> str:

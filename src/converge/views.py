@@ -106,6 +106,34 @@ class ResourceView:
 
 
 @dataclass(frozen=True)
+class DriftView:
+    """A resource's last drift result; ``drift_detail``: property -> {wanted, found}."""
+
+    resource_name: str
+    resource_type: str
+    physical_resource_id: str
+    resource_status: str
+    drift_status: str
+    drift_detail: dict[str, dict[str, Any]]
+    checked_time: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @staticmethod
+    def of(record: ResourceRecord) -> DriftView:
+        return DriftView(
+            resource_name=record.name,
+            resource_type=record.type,
+            physical_resource_id=record.physical_resource_id or "",
+            resource_status=record.state,
+            drift_status=record.drift_status,
+            drift_detail={k: dict(v) for k, v in record.drift_detail.items()},
+            checked_time=iso_time(record.drift_checked_at),
+        )
+
+
+@dataclass(frozen=True)
 class EventView:
     id: int
     event_time: str | None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from converge import __version__
+from converge.cli.drift_commands import register as register_drift_commands
 from converge.cli.stack_commands import register as register_stack_commands
 from converge.cli.validate import validate
 
@@ -17,3 +18,4 @@ def main() -> None:
 
 main.add_command(validate)
 register_stack_commands(main)
+register_drift_commands(main)

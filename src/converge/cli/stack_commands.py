@@ -7,6 +7,7 @@ the command runs, and goes through the one error boundary in ``converge.cli.boun
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -22,6 +23,7 @@ from converge.errors import NotFound
 
 if TYPE_CHECKING:
     from converge.api import Converge
+    from converge.engine.settings import EngineSettings
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -111,8 +113,20 @@ async def _open(state: str, *, must_exist: bool) -> AsyncIterator[Converge]:
         )
     from converge.api import Converge
 
-    async with Converge.embedded(state) as cv:
+    async with Converge.embedded(state, settings=embedded_settings(state)) as cv:
         yield cv
+
+
+def embedded_settings(state: str) -> EngineSettings:
+    """Settings of the embedded engine: Local::* types may touch only the state's directory."""
+    from converge.engine.settings import EngineSettings
+
+    plugin_settings = {}
+    if os.environ.get("CONVERGE_POSTGRES_URL"):
+        plugin_settings["postgres_url"] = os.environ["CONVERGE_POSTGRES_URL"]
+    return EngineSettings(
+        allowed_roots=(Path(state).resolve().parent,), plugin_settings=plugin_settings
+    )
 
 
 def _run(body: Callable[[Session], Coroutine[Any, Any, int]], debug: bool, log_json: bool) -> None:
@@ -194,6 +208,13 @@ def _interrupted(name: str, what: str) -> str:
     type=click.Choice(["notify", "heal", "ignore"]),
     help="What to do when reality drifts (default notify on create; kept on update).",
 )
+@click.option(
+    "--converge",
+    "converge_reality",
+    is_flag=True,
+    help="Compare with observed reality, not only the last template: correct drift, "
+    "re-create what was deleted (Heat's converge: true; update only).",
+)
 @common_options
 def apply(
     template: str,
@@ -203,6 +224,7 @@ def apply(
     rollback: bool | None,
     timeout: float | None,
     drift_policy: str | None,
+    converge_reality: bool,
     state: str,
     output_format: str,
     debug: bool,
@@ -243,6 +265,7 @@ def apply(
                     disable_rollback=None if rollback is None else not rollback,
                     timeout_mins=timeout,
                     drift_policy=drift_policy,
+                    converge=converge_reality,
                     wait=False,
                 )
                 expected = "UPDATE"

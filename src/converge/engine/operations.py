@@ -75,8 +75,16 @@ class StackOperations:
         *,
         reason: str | None = None,
         previous_template_id: int | _Automatic | None = AUTOMATIC,
+        converge: bool = False,
+        converge_names: Sequence[str] | None = None,
+        events: Sequence[NewEvent] = (),
     ) -> StackRecord:
-        """Start a traversal converging the stack to ``template_id``; supersedes any other."""
+        """Start a traversal converging the stack to ``template_id``; supersedes any other.
+
+        ``converge``: workers compare with observed reality (Heat's ``converge: true``);
+        ``converge_names`` limits that to these resources (a heal). Both are stored on the
+        stack, so a worker in any process knows the traversal's mode.
+        """
         requirements = {name: sorted(res.requires) for name, res in definition.resources.items()}
         for _attempt in range(_MAX_START_ATTEMPTS):
             stack = await self.ctx.store.get_stack(stack_id)
@@ -133,6 +141,8 @@ class StackOperations:
                     "current_traversal": _traversal,
                     "deadline": _deadline,
                     "outputs": {},
+                    "converge": converge or converge_names is not None,
+                    "converge_names": None if converge_names is None else sorted(converge_names),
                 }
                 return changes, graph.encode()
 
@@ -142,7 +152,7 @@ class StackOperations:
                     stack.atomic_key,
                     new_rows,
                     build,
-                    events=[stack_event(stack, action, Status.IN_PROGRESS, text)],
+                    events=[stack_event(stack, action, Status.IN_PROGRESS, text), *events],
                 )
             except _RowsChanged:
                 continue
@@ -229,6 +239,8 @@ class StackOperations:
                 "current_deps": None,
             },
             expected_traversal=traversal_id,
+            # the sweeper and the last worker may both get here: only one completes
+            expected_key=stack.atomic_key,
             events=[stack_event(stack, stack.action, Status.COMPLETE, reason)],
         )
         if done is None:
@@ -261,7 +273,13 @@ class StackOperations:
             return
         self.ctx.graphs.forget((stack_id, traversal_id))
         log.info("traversal failed", extra={"stack": failed.name, "reason": reason})
-        if not failed.disable_rollback and failed.action in (Action.CREATE, Action.UPDATE):
+        # A heal converges the current template again: rolling back would go elsewhere.
+        is_heal = failed.converge_names is not None
+        if (
+            not failed.disable_rollback
+            and not is_heal
+            and failed.action in (Action.CREATE, Action.UPDATE)
+        ):
             try:
                 await self.rollback(failed)
                 return
@@ -272,6 +290,10 @@ class StackOperations:
         self._signal(stack_id)
 
     # --- waiting -----------------------------------------------------------------------
+
+    def signal_settled(self, stack_id: str) -> None:
+        """Wake whoever waits for the stack (an operation settled outside a traversal)."""
+        self._signal(stack_id)
 
     def _signal(self, stack_id: str) -> None:
         self._settled.setdefault(stack_id, asyncio.Event()).set()
@@ -337,6 +359,11 @@ def current_rows(
                 break
             seen.add(final.id)
         chosen[row.name] = final
+    if graph is not None:
+        # A replacement made during the traversal whose original is already deleted.
+        for row in rows:
+            if row.name not in chosen and row.replaced_by is None and row.replaces is not None:
+                chosen[row.name] = row
     if graph is None:
         # No graph (settled stack): the newest live row of each name.
         for row in rows:

@@ -16,15 +16,17 @@ from typing import Any
 from converge.adapters.sql.store import SqlStore
 from converge.core.states import Status
 from converge.core.traversal import STACK_NODE, GraphNode
+from converge.engine.check import StackChecker
 from converge.engine.clock import SystemClock
 from converge.engine.context import EngineContext
+from converge.engine.drift import DriftHandler
 from converge.engine.operations import StackOperations
 from converge.engine.settings import EngineSettings
 from converge.engine.worker import Worker
 from converge.errors import ConvergeError
 from converge.messages import CheckResource, MessageError
 from converge.ports import Bus, Clock
-from converge.records import ServiceRecord
+from converge.records import ServiceRecord, StackRecord
 from converge.resources.registry import PluginRegistry, default_registry
 
 log = logging.getLogger("converge.engine.runtime")
@@ -46,13 +48,18 @@ class Engine:
         self.ctx = EngineContext(
             store=store,
             bus=bus,
-            registry=registry or default_registry(),
+            registry=registry
+            or default_registry(
+                enable_local_types=(settings or EngineSettings()).enable_local_types
+            ),
             settings=settings or EngineSettings(),
             clock=clock or SystemClock(),
             engine_id=engine_id or str(uuid.uuid4()),
         )
         self.operations = StackOperations(self.ctx)
         self.worker = Worker(self.ctx, self.operations)
+        self.checker = StackChecker(self.ctx, self.operations, self.worker)
+        self.drift = DriftHandler(self.ctx, self.operations, self.worker)
         self._semaphore = asyncio.Semaphore(self.ctx.settings.max_concurrent_checks)
         self._checks: set[asyncio.Task[None]] = set()
         self._loops: list[asyncio.Task[None]] = []
@@ -134,6 +141,25 @@ class Engine:
             log.exception("check crashed", extra={"node": str(node)})
         finally:
             self.ctx.inflight.discard((message.traversal_id, node))
+
+    async def start_check(self, stack_id: str) -> StackRecord:
+        """Start a CHECK of the stack; it runs as a task of this engine."""
+        started = await self.checker.start(stack_id)
+        task = asyncio.get_running_loop().create_task(
+            self.checker.run(started), name=f"converge-check-{stack_id}"
+        )
+        self._checks.add(task)
+        task.add_done_callback(self._checks.discard)
+        return started
+
+    def handle_drift(self) -> asyncio.Task[None]:
+        """Also run drift handling's level-triggered pass (``converge serve``)."""
+        task = asyncio.create_task(
+            self._every(self.ctx.settings.drift_recheck_interval, self.drift.recheck),
+            name="converge-drift-recheck",
+        )
+        self._loops.append(task)
+        return task
 
     async def idle(self) -> None:
         """Wait until no check is running in this process (tests and one-shot CLI runs)."""

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from converge.core.heal import HealPolicy
+
 
 @dataclass(frozen=True)
 class EngineSettings:
@@ -24,4 +26,18 @@ class EngineSettings:
     observe_on_update: bool = False
     allowed_roots: tuple[Path, ...] = ()
     plugin_settings: Mapping[str, Any] = field(default_factory=dict)
+    # Local::* types (files, directories, processes on this machine): on for the CLI; a
+    # server taking templates from the network turns them on only by configuration.
+    enable_local_types: bool = True
     project_id: str = "default"
+    # Drift handling (engine.drift): heal backoff, and how often recorded drift and drift
+    # seen while a stack was busy are looked at again.
+    heal_policy: HealPolicy = field(default_factory=HealPolicy)
+    drift_recheck_interval: float = 5.0
+    # The synchronizer: seconds between full samples of a type (per type, else the default),
+    # the limit on one plugin call (list_all, observe) before the sampler reports it stalled,
+    # and how many entities one sampler observes at once.
+    observe_interval: float = 30.0
+    observe_intervals: Mapping[str, float] = field(default_factory=dict)
+    observe_timeout: float = 10.0
+    observe_concurrency: int = 32

@@ -14,7 +14,15 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
-from converge.core.decide import Change, Decision, ResourceState, decide_cleanup, decide_update
+from converge.core.decide import (
+    MISSING,
+    Change,
+    Decision,
+    ResourceState,
+    decide_cleanup,
+    decide_update,
+)
+from converge.core.drift import Drift, DriftStatus, compare
 from converge.core.states import Action, Status
 from converge.core.template import ALL_ATTRIBUTES, ResourceDefinition
 from converge.core.traversal import STACK_NODE, GraphNode, TraversalGraph
@@ -112,17 +120,53 @@ class Worker:
             )
             return
         plugin = self.ctx.registry.plugin(resource.implementation_type)
+        if _is_left_alone_by_heal(stack, target):
+            needed = self._needed_attributes(definition.attributes_needed(), target.name, plugin)
+            requires = data.resource_ids()
+            await self._settle_unchanged(stack, graph, node, target, resource, requires, needed)
+            return
+        observed: Any = MISSING
+        drift: Drift | None = None
+        if self._observes(stack, target, resource.implementation_type):
+            try:
+                observed, drift = await self.observe_drift(stack, target)
+            except ActionFailed as failed:
+                await self._fail_resource(stack, target, action, failed.reason)
+                return
         decision = decide_update(
             resource_state(target),
             resource.implementation_type,
             properties,
             plugin.properties_schema,
             open_properties=plugin.open_properties,
+            observed=observed,
         )
+        if drift is not None and drift.status != DriftStatus.IN_SYNC:
+            await self.ctx.store.add_events(
+                stack.id,
+                [
+                    _event(
+                        target,
+                        Action.CHECK,
+                        Status.COMPLETE,
+                        f"Drift found: {drift.describe()}; correcting it: {decision.change}",
+                        target.physical_resource_id,
+                    )
+                ],
+            )
         needed = self._needed_attributes(definition.attributes_needed(), target.name, plugin)
         requires = data.resource_ids()
         if decision.change == Change.NOTHING:
-            await self._settle_unchanged(stack, graph, node, target, resource, requires, needed)
+            await self._settle_unchanged(
+                stack,
+                graph,
+                node,
+                target,
+                resource,
+                requires,
+                needed,
+                drift_checked=drift is not None,
+            )
             return
         hook = "pre-create" if decision.change == Change.CREATE else "pre-update"
         if hook in resource.hooks and not _is_cleared(target, stack.current_traversal, hook):
@@ -136,8 +180,49 @@ class Worker:
         elif decision.change == Change.CREATE:
             action = Action.CREATE
         await self._act(
-            stack, graph, node, target, resource, plugin, action, properties, requires, needed
+            stack,
+            graph,
+            node,
+            target,
+            resource,
+            plugin,
+            action,
+            properties,
+            requires,
+            needed,
+            drift_checked=drift is not None,
         )
+
+    async def observe_drift(
+        self, stack: StackRecord, row: ResourceRecord
+    ) -> tuple[Mapping[str, Any] | None, Drift]:
+        """Observe a resource's reality: its essence (None: gone) and its drift.
+
+        Raises ``ActionFailed`` when the plugin cannot say (error or timeout).
+        """
+        plugin = self.ctx.registry.plugin(row.type)
+        try:
+            live = await self._run(
+                stack, row, plugin.observe, self._context(stack, row), applied_state(row)
+            )
+        except _Replace as exc:
+            raise ActionFailed(f"Error: resources.{row.name}: {exc}") from exc
+        except ActionFailed as failed:
+            raise ActionFailed(f"{failed.reason} (while observing its reality)") from failed
+        observed = None if live is None else dict(plugin.essence(live))
+        drift = compare(plugin.essence(row.properties_data), observed, _hidden_properties(plugin))
+        return observed, drift
+
+    def _observes(self, stack: StackRecord, row: ResourceRecord, desired_type: str) -> bool:
+        """Does this traversal compare this resource with its observed reality?"""
+        if not (stack.converge or self.ctx.settings.observe_on_update):
+            return False
+        if stack.converge_names is not None and row.name not in stack.converge_names:
+            return False  # a heal observes only the drifted resources
+        if row.action == Action.INIT or row.physical_resource_id is None:
+            return False  # nothing real yet
+        # Failed, interrupted or retyped: the usual rules decide.
+        return row.status == Status.COMPLETE and row.type == desired_type
 
     async def _act(
         self,
@@ -151,6 +236,8 @@ class Worker:
         properties: Mapping[str, Any],
         requires: frozenset[int],
         needed: frozenset[str],
+        *,
+        drift_checked: bool = False,
     ) -> None:
         """Claim the row, run create or update, store the result and report it."""
         while True:
@@ -215,6 +302,8 @@ class Worker:
             "deletion_policy": resource.deletion_policy,
             "hook_pending": None,
         }
+        if drift_checked:
+            changes.update(_IN_SYNC)
         events = [_event(claimed, action, Status.COMPLETE, "state changed", outcome.physical_id)]
         if pause:
             changes["hook_pending"] = _hook_marker(post_hook, stack.current_traversal, node)
@@ -248,6 +337,8 @@ class Worker:
         resource: ResourceDefinition,
         requires: frozenset[int],
         needed: frozenset[str],
+        *,
+        drift_checked: bool = False,
     ) -> None:
         attributes: Mapping[str, Any] = target.attr_data
         missing = needed - set(attributes)
@@ -265,6 +356,8 @@ class Worker:
             "hook_pending": None,
             "attr_data": dict(attributes),
         }
+        if drift_checked:
+            changes.update(_IN_SYNC)
         await self._finish(
             stack, graph, node, _with(target, changes), target.atomic_key, changes=changes
         )
@@ -573,6 +666,23 @@ class Worker:
 
 class _Replace(Exception):
     pass
+
+
+# What a resource's drift columns say once a traversal made its reality match.
+_IN_SYNC: Mapping[str, Any] = {"drift_status": str(DriftStatus.IN_SYNC), "drift_detail": {}}
+
+
+def _is_left_alone_by_heal(stack: StackRecord, row: ResourceRecord) -> bool:
+    """A heal converges its drifted resources; one given up on (FAILED) stays as it is."""
+    return (
+        stack.converge_names is not None
+        and row.name not in stack.converge_names
+        and row.status == Status.FAILED
+    )
+
+
+def _hidden_properties(plugin: ResourcePlugin) -> frozenset[str]:
+    return frozenset(name for name, prop in plugin.properties_schema.items() if prop.hidden)
 
 
 def resource_state(row: ResourceRecord) -> ResourceState:

@@ -9,6 +9,8 @@ from converge.core.schema import ResourceTypeSchema
 from converge.errors import NotFound
 from converge.resources.base import ResourcePlugin
 from converge.resources.builtin import BUILTIN_TYPES
+from converge.resources.local import LOCAL_TYPES
+from converge.resources.postgres import POSTGRES_TYPES
 
 
 class PluginRegistry:
@@ -59,9 +61,19 @@ class PluginRegistry:
         return type_name in self._plugins
 
 
-def default_registry() -> PluginRegistry:
-    """A new registry holding every built-in type (fresh each call: nothing shared)."""
+def default_registry(*, enable_local_types: bool = True) -> PluginRegistry:
+    """A new registry holding every built-in type (fresh each call: nothing shared).
+
+    ``enable_local_types`` off leaves out the ``Local::*`` types (files, directories,
+    processes on the engine's machine): a server taking templates from the network enables
+    them only when its configuration says so.
+    """
     registry = PluginRegistry()
     for name, plugin_class in BUILTIN_TYPES:
         registry.register(plugin_class, type_name=name)
+    if enable_local_types:
+        for plugin_class in LOCAL_TYPES:
+            registry.register(plugin_class)
+    for plugin_class in POSTGRES_TYPES:
+        registry.register(plugin_class)
     return registry

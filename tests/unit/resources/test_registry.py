@@ -21,6 +21,8 @@ BUILTIN = {
     "OS::Heat::Dummy",
     "Dummy",
 }
+LOCAL = {"Local::Directory", "Local::File", "Local::Process"}
+POSTGRES = {"PostgreSQL::Role", "PostgreSQL::Database"}
 
 
 class Thing(ResourcePlugin):
@@ -35,7 +37,8 @@ class Thing(ResourcePlugin):
 
 def test_default_registry_has_every_builtin_type() -> None:
     registry = default_registry()
-    assert set(registry.type_names()) == BUILTIN
+    assert set(registry.type_names()) == BUILTIN | LOCAL | POSTGRES
+    assert set(default_registry(enable_local_types=False).type_names()) == BUILTIN | POSTGRES
     for name in BUILTIN:
         schema = registry.lookup(name)
         assert schema is not None and schema.type_name == name
@@ -69,7 +72,7 @@ def test_unknown_type_suggests_close_names() -> None:
 
 
 def test_unknown_type_without_close_names_lists_known_ones() -> None:
-    with pytest.raises(NotFound, match="known types: Dummy, OS::Heat::Dummy"):
+    with pytest.raises(NotFound, match="known types: Dummy, Local::Directory"):
         default_registry().plugin("Zzz")
 
 

@@ -532,6 +532,47 @@ class SqlStore:
         )
         return result.rowcount == 1
 
+    async def set_drift(
+        self,
+        resource_id: int,
+        changes: Mapping[str, Any],
+        *,
+        events: Sequence[NewEvent] = (),
+        stack_id: str | None = None,
+    ) -> bool:
+        """Write drift and heal columns only, without taking the row's ``atomic_key``.
+
+        Drift is recorded while workers may hold the row: bumping the key would make their
+        compare-and-swap fail. Only the drift_* and heal_* columns may be given.
+        """
+        allowed = {
+            "drift_status",
+            "drift_detail",
+            "drift_checked_at",
+            "heal_attempts",
+            "heal_last_at",
+            "heal_next_at",
+        }
+        if not set(changes) <= allowed:
+            raise ValueError(f"set_drift cannot write {sorted(set(changes) - allowed)}")
+        return await self._run(self._set_drift, resource_id, changes, events, stack_id)
+
+    def _set_drift(
+        self,
+        resource_id: int,
+        changes: Mapping[str, Any],
+        events: Sequence[NewEvent],
+        stack_id: str | None,
+    ) -> bool:
+        with self._tx() as conn:
+            values = {key: _column_value(value) for key, value in changes.items()}
+            done = conn.execute(
+                t.resource.update().where(t.resource.c.id == resource_id).values(**values)
+            ).rowcount
+            if done and events and stack_id:
+                self._add_events(conn, stack_id, events)
+            return bool(done)
+
     async def add_replacement(
         self, old: ResourceRecord, new: NewResource, old_changes: Mapping[str, Any]
     ) -> tuple[ResourceRecord, ResourceRecord] | None:
@@ -886,6 +927,7 @@ def _new_resource_row(stack_id: str, new: NewResource, now: float) -> dict[str, 
         "cleared_hooks": [],
         "drift_status": "NOT_CHECKED",
         "drift_detail": None,
+        "heal_attempts": 0,
         "created_at": now,
         "updated_at": None,
     }
@@ -912,6 +954,8 @@ def _stack_record(row: Any) -> StackRecord:
         outputs=row.outputs or {},
         tags=tuple(row.tags or ()),
         deleted=bool(row.deleted_marker),
+        converge=bool(row.converge),
+        converge_names=None if row.converge_names is None else tuple(row.converge_names),
     )
 
 
@@ -941,4 +985,8 @@ def _resource_record(row: Any) -> ResourceRecord:
         updated_at=row.updated_at,
         drift_status=row.drift_status,
         drift_detail=row.drift_detail or {},
+        heal_attempts=row.heal_attempts or 0,
+        heal_last_at=row.heal_last_at,
+        heal_next_at=row.heal_next_at,
+        drift_checked_at=row.drift_checked_at,
     )

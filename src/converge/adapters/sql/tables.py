@@ -56,6 +56,9 @@ stack = Table(
     Column("atomic_key", Integer, nullable=False, default=0),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=True),
+    # 0003: the current traversal compares with observed reality; a heal's resource names
+    Column("converge", Boolean, nullable=False, default=False),
+    Column("converge_names", JSON, nullable=True),
     UniqueConstraint("project_id", "name", "deleted_marker", name="uq_stack_name"),
 )
 
@@ -86,6 +89,11 @@ resource = Table(
     Column("drift_detail", JSON, nullable=True),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=True),
+    # 0003: heal backoff (core.heal) and when drift was last looked at
+    Column("heal_attempts", Integer, nullable=False, default=0),
+    Column("heal_last_at", Float, nullable=True),
+    Column("heal_next_at", Float, nullable=True),
+    Column("drift_checked_at", Float, nullable=True),
     Index("ix_resource_stack", "stack_id"),
 )
 

@@ -21,14 +21,15 @@ from typing import Any
 
 from converge.core.schema import AttributeSchema, Constraint, PropertySchema, PropertyType
 from converge.errors import PermanentFailure, ReplacementRequired
-from converge.resources.base import AppliedState, Outcome, ResourceContext, ResourcePlugin
+from converge.resources.base import AppliedState, Outcome, ResourceContext
 from converge.resources.builtin.random_string import CHARACTER_CLASSES
+from converge.resources.builtin.world import WorldBacked
 
 DEFAULT_ACTION_DELAY = 1.0
 _FAIL_WORDS = ("yes", "y")
 
 
-class Dummy(ResourcePlugin):
+class Dummy(WorldBacked):
     type_name = "OS::Heat::Dummy"
     description = "A dummy resource with a random string as its id, for testing convergence."
     properties_schema = {
@@ -67,6 +68,8 @@ class Dummy(ResourcePlugin):
     attributes_schema = {
         "value": AttributeSchema("The random string used as the physical id.", PropertyType.STRING),
     }
+    # Knobs of the simulation, not part of the thing.
+    ignored_properties = frozenset({"fail_prop", "action_delay"})
 
     async def create(self, ctx: ResourceContext, properties: Mapping[str, Any]) -> Outcome:
         length = int(properties.get("name_len") or 8)
@@ -78,6 +81,7 @@ class Dummy(ResourcePlugin):
         name = "".join(secrets.choice(chars) for _ in range(length))
         await _delay(ctx, properties)
         _fail_if_asked(ctx, properties)
+        await self._record(ctx, name, properties)
         return Outcome(name, {"value": name})
 
     async def update(
@@ -88,10 +92,12 @@ class Dummy(ResourcePlugin):
                 raise ReplacementRequired(f"{ctx.resource_name}: {name} changed")
         await _delay(ctx, properties)
         _fail_if_asked(ctx, properties)
+        await self._record(ctx, current.physical_id, properties)
         return Outcome(current.physical_id, current.data)
 
     async def delete(self, ctx: ResourceContext, current: AppliedState) -> None:
         await _delay(ctx, current.properties)
+        await self._forget(ctx, current.physical_id)
 
     async def attributes(
         self, ctx: ResourceContext, current: AppliedState, names: Collection[str]

@@ -3,6 +3,8 @@
 Heat's semantics: any properties are accepted without validation; every attribute resolves
 to None; the physical id is a fresh UUID; an update never replaces and never acts (Heat's
 ``_needs_update`` is always False), even where the stubbed-out type would have been replaced.
+In the test world (``converge.resources.builtin.world``) it is only there or gone: its
+essence is empty.
 """
 
 from __future__ import annotations
@@ -12,10 +14,11 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from converge.core.schema import ResourceTypeSchema
-from converge.resources.base import AppliedState, Outcome, ResourceContext, ResourcePlugin
+from converge.resources.base import AppliedState, Outcome, ResourceContext
+from converge.resources.builtin.world import WorldBacked
 
 
-class NoneResource(ResourcePlugin):
+class NoneResource(WorldBacked):
     type_name = "OS::Heat::None"
     description = (
         "Enables easily disabling certain resources via the resource_registry: does nothing, "
@@ -33,7 +36,9 @@ class NoneResource(ResourcePlugin):
         )
 
     async def create(self, ctx: ResourceContext, properties: Mapping[str, Any]) -> Outcome:
-        return Outcome(str(uuid.uuid4()))
+        physical_id = str(uuid.uuid4())
+        await self._record(ctx, physical_id, properties)
+        return Outcome(physical_id)
 
     async def update(
         self, ctx: ResourceContext, current: AppliedState, properties: Mapping[str, Any]
@@ -42,7 +47,11 @@ class NoneResource(ResourcePlugin):
         return Outcome(current.physical_id, current.data)
 
     async def delete(self, ctx: ResourceContext, current: AppliedState) -> None:
-        return None
+        await self._forget(ctx, current.physical_id)
+
+    def essence(self, live: Mapping[str, Any]) -> Mapping[str, Any]:
+        # A placeholder is only there or not: its properties never matter.
+        return {}
 
     async def attributes(
         self, ctx: ResourceContext, current: AppliedState, names: Collection[str]

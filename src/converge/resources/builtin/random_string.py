@@ -20,7 +20,8 @@ from typing import Any
 
 from converge.core.schema import AttributeSchema, Constraint, PropertySchema, PropertyType
 from converge.errors import PermanentFailure
-from converge.resources.base import AppliedState, Outcome, ResourceContext, ResourcePlugin
+from converge.resources.base import AppliedState, Outcome, ResourceContext
+from converge.resources.builtin.world import WorldBacked
 
 CHARACTER_CLASSES: Mapping[str, str] = {
     "lettersdigits": string.ascii_letters + string.digits,
@@ -42,7 +43,7 @@ _MIN_SCHEMA = PropertySchema(
 _CLASS_NAMES = Constraint("allowed_values", list(CHARACTER_CLASSES))
 
 
-class RandomString(ResourcePlugin):
+class RandomString(WorldBacked):
     type_name = "OS::Heat::RandomString"
     description = "A resource which generates a random string: useful for passwords and secrets."
     properties_schema = {
@@ -113,6 +114,7 @@ class RandomString(ResourcePlugin):
             value = generate(properties)
         except ValueError as error:
             raise PermanentFailure(f"{ctx.resource_name}: {error}") from None
+        await self._record(ctx, ctx.physical_name, properties)
         return Outcome(ctx.physical_name, {"value": value})
 
     async def update(
@@ -120,10 +122,11 @@ class RandomString(ResourcePlugin):
     ) -> Outcome:
         # Nothing is update_allowed, so the engine replaces instead of calling this; a call
         # anyway (properties unchanged) keeps the string.
+        await self._record(ctx, current.physical_id, properties)
         return Outcome(current.physical_id, current.data)
 
     async def delete(self, ctx: ResourceContext, current: AppliedState) -> None:
-        return None
+        await self._forget(ctx, current.physical_id)
 
     async def attributes(
         self, ctx: ResourceContext, current: AppliedState, names: Collection[str]

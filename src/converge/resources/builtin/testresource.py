@@ -24,7 +24,8 @@ from typing import Any
 
 from converge.core.schema import AttributeSchema, PropertySchema, PropertyType
 from converge.errors import PermanentFailure, ReplacementRequired
-from converge.resources.base import AppliedState, Outcome, ResourceContext, ResourcePlugin
+from converge.resources.base import AppliedState, Outcome, ResourceContext
+from converge.resources.builtin.world import WorldBacked
 
 _ACTIONS = ("create", "update", "delete")
 # With no deadline an infinite wait sleeps in chunks of this many seconds, forever.
@@ -35,7 +36,7 @@ def _number(description: str, *, default: float | None = None) -> PropertySchema
     return PropertySchema(PropertyType.NUMBER, description, default=default, update_allowed=True)
 
 
-class HeatTestResource(ResourcePlugin):
+class HeatTestResource(WorldBacked):
     type_name = "OS::Heat::TestResource"
     description = (
         "A resource which stores the string value that was provided. For testing only: it "
@@ -103,9 +104,25 @@ class HeatTestResource(ResourcePlugin):
         ),
     }
 
+    # Knobs of the simulation, not part of the thing (its essence is value and
+    # update_replace_value).
+    ignored_properties = frozenset(
+        {
+            "update_replace",
+            "fail",
+            "wait_secs",
+            "action_wait_secs",
+            "attr_wait_secs",
+            "constraint_prop_secs",
+            "client_name",
+            "entity_name",
+        }
+    )
+
     async def create(self, ctx: ResourceContext, properties: Mapping[str, Any]) -> Outcome:
         await _wait(ctx, "create", _wait_secs(properties, "create"))
         _fail_if_asked(ctx, properties)
+        await self._record(ctx, ctx.physical_name, properties)
         return Outcome(ctx.physical_name, {"value": properties.get("value", "test_string")})
 
     async def update(
@@ -122,10 +139,13 @@ class HeatTestResource(ResourcePlugin):
             await _wait(ctx, "update", _wait_secs(properties, "update"))
             data["value"] = properties.get("value")
         _fail_if_asked(ctx, properties)
+        # Written even when nothing changed here: a converge update corrects drift so.
+        await self._record(ctx, current.physical_id, properties)
         return Outcome(current.physical_id, data)
 
     async def delete(self, ctx: ResourceContext, current: AppliedState) -> None:
         await _wait(ctx, "delete", _wait_secs(current.properties, "delete"))
+        await self._forget(ctx, current.physical_id)
 
     async def attributes(
         self, ctx: ResourceContext, current: AppliedState, names: Collection[str]

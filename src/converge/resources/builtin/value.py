@@ -15,12 +15,13 @@ from typing import Any
 
 from converge.core.schema import AttributeSchema, Constraint, PropertySchema, PropertyType
 from converge.errors import PermanentFailure
-from converge.resources.base import AppliedState, Outcome, ResourceContext, ResourcePlugin
+from converge.resources.base import AppliedState, Outcome, ResourceContext
+from converge.resources.builtin.world import WorldBacked
 
 VALUE_TYPES = ("string", "number", "comma_delimited_list", "json", "boolean")
 
 
-class ValueResource(ResourcePlugin):
+class ValueResource(WorldBacked):
     type_name = "OS::Heat::Value"
     description = (
         "A resource which exposes its value property as an attribute: useful for a value "
@@ -49,16 +50,18 @@ class ValueResource(ResourcePlugin):
 
     async def create(self, ctx: ResourceContext, properties: Mapping[str, Any]) -> Outcome:
         _typed_value(ctx, properties)
+        await self._record(ctx, ctx.physical_name, properties)
         return Outcome(ctx.physical_name)
 
     async def update(
         self, ctx: ResourceContext, current: AppliedState, properties: Mapping[str, Any]
     ) -> Outcome:
         _typed_value(ctx, properties)
+        await self._record(ctx, current.physical_id, properties)
         return Outcome(current.physical_id, current.data)
 
     async def delete(self, ctx: ResourceContext, current: AppliedState) -> None:
-        return None
+        await self._forget(ctx, current.physical_id)
 
     async def attributes(
         self, ctx: ResourceContext, current: AppliedState, names: Collection[str]

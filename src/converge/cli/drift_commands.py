@@ -1,0 +1,275 @@
+"""Reality commands: check, drift, the test world, and ``converge serve``.
+
+``check NAME`` observes every resource and records its drift; ``drift NAME`` shows the last
+result; ``world`` shows and changes the simulated reality of the built-in test types (a
+test world for demos and tests: nothing real); ``serve`` runs the engine, its workers and
+the synchronizer until stopped, keeping every stack healed or reported by its drift policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import signal
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+import yaml
+from rich.table import Table
+
+from converge.cli import output
+from converge.cli.boundary import EXIT_FAILED, EXIT_OK, Session, run_command
+from converge.cli.stack_commands import common_options, embedded_settings
+from converge.errors import InvalidRequest, NotFound
+from converge.resources.builtin.world import TestWorld, world_path_for
+
+if TYPE_CHECKING:
+    from converge.api import Converge
+
+log = logging.getLogger("converge.cli.serve")
+
+
+def _drift_table(rows: Sequence[Mapping[str, Any]]) -> Table:
+    table = Table(box=None, pad_edge=False)
+    for column in ("resource_name", "resource_type", "drift_status", "wanted / found"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        detail = row.get("drift_detail") or {}
+        changes = "; ".join(
+            f"{name}: {output.short_value(change.get('wanted'))} / "
+            f"{output.short_value(change.get('found'))}"
+            for name, change in detail.items()
+        )
+        table.add_row(
+            row["resource_name"],
+            row["resource_type"],
+            output.styled_status(row["drift_status"]),
+            changes,
+        )
+    return table
+
+
+async def _open(state: str) -> contextlib.AbstractAsyncContextManager[Converge]:
+    if not Path(state).exists():
+        raise NotFound(
+            f"no state file at {state}: no stacks yet (--state or CONVERGE_STATE chooses the file)"
+        )
+    from converge.api import Converge
+
+    return Converge.embedded(state, settings=embedded_settings(state))
+
+
+# --- check and drift ------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("name")
+@common_options
+def check(name: str, state: str, output_format: str, debug: bool, log_json: bool) -> None:
+    """Observe every resource of stack NAME and record its drift."""
+
+    async def body(session: Session) -> int:
+        async with await _open(state) as cv:
+            stack = await cv.check_stack(name)
+            drift = output.dicts(await cv.drift(stack.id))
+        if output_format == output.Format.JSON:
+            output.print_json({**stack.as_dict(), "resources": drift})
+        else:
+            console = output.make_console()
+            console.print(_drift_table(drift))
+            console.print(f"Stack {stack.stack_name}", output.styled_status(stack.stack_status))
+        if stack.stack_status != "CHECK_COMPLETE":
+            click.echo(f"error: {stack.stack_status_reason}", err=True)
+            return EXIT_FAILED
+        return EXIT_OK
+
+    run_command(body, debug=debug, log_json=log_json)
+
+
+@click.command()
+@click.argument("name")
+@common_options
+def drift(name: str, state: str, output_format: str, debug: bool, log_json: bool) -> None:
+    """Show the drift of each resource of stack NAME as last recorded."""
+
+    async def body(session: Session) -> int:
+        async with await _open(state) as cv:
+            rows = output.dicts(await cv.drift(name))
+        if output_format == output.Format.JSON:
+            output.print_json(rows)
+        else:
+            output.make_console().print(_drift_table(rows))
+        return EXIT_OK
+
+    run_command(body, debug=debug, log_json=log_json)
+
+
+# --- the test world -------------------------------------------------------------------------
+
+
+@click.group()
+def world() -> None:
+    """The test world: simulated reality of the built-in test types (OS::Heat::None,
+    TestResource, Value, RandomString, Dummy). Nothing here is real; change it to make
+    drift on purpose."""
+
+
+def _world(state: str) -> TestWorld:
+    return TestWorld(world_path_for(state))
+
+
+@world.command(name="show")
+@click.argument("type_name", required=False, metavar="[TYPE]")
+@common_options
+def world_show(
+    type_name: str | None, state: str, output_format: str, debug: bool, log_json: bool
+) -> None:
+    """Show every entity of the test world (or of one TYPE)."""
+    entities = _world(state).snapshot()
+    if type_name is not None:
+        entities = {type_name: entities.get(type_name, {})}
+    if output_format == output.Format.JSON:
+        output.print_json(entities)
+        return
+    table = Table(box=None, pad_edge=False)
+    for column in ("type", "physical_resource_id", "properties"):
+        table.add_column(column, overflow="fold")
+    for kind, things in sorted(entities.items()):
+        for pid, entity in sorted(things.items()):
+            table.add_row(kind, pid, output.to_json(entity.get("properties") or {}))
+    output.make_console().print(table)
+
+
+def _assignments(values: Sequence[str]) -> dict[str, Any]:
+    parsed: dict[str, Any] = {}
+    for item in values:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise InvalidRequest(f"expected KEY=VALUE, got {item!r}")
+        parsed[key] = yaml.safe_load(text) if text else ""
+    return parsed
+
+
+@world.command(name="set")
+@click.argument("type_name", metavar="TYPE")
+@click.argument("physical_id")
+@click.argument("assignments", nargs=-1, required=True, metavar="KEY=VALUE...")
+@common_options
+def world_set(
+    type_name: str,
+    physical_id: str,
+    assignments: tuple[str, ...],
+    state: str,
+    output_format: str,
+    debug: bool,
+    log_json: bool,
+) -> None:
+    """Change properties of an entity out of band (values are YAML: 5 is a number)."""
+
+    async def body(session: Session) -> int:
+        target = _world(state)
+        for key, value in _assignments(assignments).items():
+            try:
+                target.set_property(type_name, physical_id, key, value)
+            except KeyError as exc:
+                raise NotFound(f"{exc.args[0]} (see `converge world show`)") from None
+        click.echo(f"Changed {type_name} {physical_id} in the test world.")
+        return EXIT_OK
+
+    run_command(body, debug=debug, log_json=log_json)
+
+
+@world.command(name="delete")
+@click.argument("type_name", metavar="TYPE")
+@click.argument("physical_id")
+@common_options
+def world_delete(
+    type_name: str, physical_id: str, state: str, output_format: str, debug: bool, log_json: bool
+) -> None:
+    """Delete an entity out of band, as if someone removed the real thing."""
+
+    async def body(session: Session) -> int:
+        if not _world(state).remove(type_name, physical_id):
+            raise NotFound(
+                f"the test world has no {type_name} {physical_id!r} (see `converge world show`)"
+            )
+        click.echo(f"Deleted {type_name} {physical_id} from the test world.")
+        return EXIT_OK
+
+    run_command(body, debug=debug, log_json=log_json)
+
+
+# --- serve ----------------------------------------------------------------------------------
+
+
+@click.command()
+@click.option(
+    "--recheck",
+    type=click.FloatRange(min=0, min_open=True),
+    default=5.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How often drift seen while a stack was busy, and heals that had to wait, are "
+    "looked at again.",
+)
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="SECONDS",
+    help="Seconds between full samples of each resource type (default: the settings').",
+)
+@common_options
+def serve(
+    recheck: float,
+    interval: float | None,
+    state: str,
+    output_format: str,
+    debug: bool,
+    log_json: bool,
+) -> None:
+    """Run the engine, workers and the synchronizer until SIGINT or SIGTERM.
+
+    Every stack's drift is handled by its policy: notify records it (see `converge
+    drift`), heal converges it back, ignore does nothing.
+    """
+
+    async def body(session: Session) -> int:
+        settings = dataclasses.replace(embedded_settings(state), drift_recheck_interval=recheck)
+        if interval is not None:
+            settings = dataclasses.replace(settings, observe_interval=interval)
+        from converge.api import Converge
+
+        session.interrupt_message = "converge serve stopped"
+        async with Converge.embedded(state, settings=settings) as cv:
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(signum, stop.set)
+            try:
+                async with cv.serving():
+                    click.echo(f"converge serve: watching the stacks in {state}", err=True)
+                    await stop.wait()
+            finally:
+                for signum in (signal.SIGINT, signal.SIGTERM):
+                    loop.remove_signal_handler(signum)
+        click.echo("converge serve stopped", err=True)
+        return EXIT_OK
+
+    run_command(body, debug=debug, log_json=log_json)
+
+
+COMMANDS: tuple[click.Command, ...] = (check, drift, world, serve)
+
+
+def register(group: click.Group) -> None:
+    """Add the reality commands to the ``converge`` group."""
+    for command in COMMANDS:
+        group.add_command(command)
+
+
+__all__ = ["COMMANDS", "register"]

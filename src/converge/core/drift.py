@@ -1,0 +1,63 @@
+"""Drift: how what a resource's stack wants differs from what is observed (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+MASK = "******"
+
+
+class DriftStatus(StrEnum):
+    IN_SYNC = "IN_SYNC"
+    MODIFIED = "MODIFIED"
+    DELETED = "DELETED"
+    NOT_CHECKED = "NOT_CHECKED"
+
+
+class DriftPolicy(StrEnum):
+    NOTIFY = "notify"  # record the drift and emit an event
+    HEAL = "heal"  # also converge the drifted resources back
+    IGNORE = "ignore"  # do nothing
+
+
+@dataclass(frozen=True)
+class Drift:
+    status: DriftStatus
+    # property -> {"wanted": ..., "found": ...}; hidden properties are masked
+    detail: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        """One line for events: ``MODIFIED: value wanted 'a', found 'b'``."""
+        if self.status != DriftStatus.MODIFIED:
+            return str(self.status)
+        parts = [
+            f"{name} wanted {change['wanted']!r}, found {change['found']!r}"
+            for name, change in self.detail.items()
+        ]
+        return f"{self.status}: " + "; ".join(parts)
+
+
+def compare(
+    wanted: Mapping[str, Any],
+    found: Mapping[str, Any] | None,
+    hidden: Collection[str] = (),
+) -> Drift:
+    """Compare the essence of what was applied with the essence of what is there.
+
+    ``found`` None means the real thing is gone. Only properties present in ``found`` are
+    compared: a property the type cannot observe is not drift. Purely computational.
+    """
+    if found is None:
+        return Drift(DriftStatus.DELETED)
+    detail = {
+        name: {
+            "wanted": MASK if name in hidden else wanted.get(name),
+            "found": MASK if name in hidden else value,
+        }
+        for name, value in sorted(found.items())
+        if wanted.get(name) != value
+    }
+    return Drift(DriftStatus.MODIFIED if detail else DriftStatus.IN_SYNC, detail)

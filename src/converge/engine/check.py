@@ -1,0 +1,150 @@
+"""The CHECK operation: observe every resource of a stack and record its drift.
+
+A check is a short pass rather than a graph traversal (observing changes nothing, so no
+order is needed), but it is recorded like one: the stack goes CHECK_IN_PROGRESS under a
+fresh traversal id (so a concurrent update supersedes it) and ends CHECK_COMPLETE or
+CHECK_FAILED; every resource gets a CHECK event and its drift_status / drift_detail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections import Counter
+
+from converge.core.drift import Drift, DriftStatus
+from converge.core.states import Action, Status
+from converge.engine.context import EngineContext
+from converge.engine.operations import StackOperations, current_rows, stack_event
+from converge.engine.worker import ActionFailed, Worker
+from converge.errors import Conflict
+from converge.records import NewEvent, ResourceRecord, StackRecord
+
+log = logging.getLogger("converge.engine.check")
+
+_CONCURRENT_OBSERVATIONS = 32
+
+
+class StackChecker:
+    def __init__(self, ctx: EngineContext, operations: StackOperations, worker: Worker) -> None:
+        self.ctx = ctx
+        self.operations = operations
+        self.worker = worker
+
+    async def start(self, stack_id: str) -> StackRecord:
+        """Mark the stack CHECK_IN_PROGRESS; ``Conflict`` while another operation runs."""
+        stack = await self.ctx.store.get_stack(stack_id)
+        if stack.deleted or stack.action == Action.DELETE:
+            raise Conflict(f"stack {stack.name} is {stack.state}: it cannot be checked")
+        if stack.status == Status.IN_PROGRESS and stack.action != Action.CHECK:
+            # An interrupted CHECK may be started again; anything else must finish first.
+            raise Conflict(
+                f"stack {stack.name} is {stack.state}: check it when the operation has finished"
+            )
+        reason = "Stack CHECK started"
+        started = await self.ctx.store.update_stack(
+            stack.id,
+            {
+                "action": Action.CHECK,
+                "status": Status.IN_PROGRESS,
+                "status_reason": reason,
+                "current_traversal": uuid.uuid4().hex,
+                "current_deps": None,  # no graph: the sweeper leaves a check alone
+                "deadline": None,
+            },
+            expected_key=stack.atomic_key,
+            events=[stack_event(stack, Action.CHECK, Status.IN_PROGRESS, reason)],
+        )
+        if started is None:
+            raise Conflict(f"stack {stack.name} changed while the check was starting; try again")
+        return started
+
+    async def run(self, stack: StackRecord) -> None:
+        """Observe every current resource, record drift, settle the stack."""
+        rows = current_rows(await self.ctx.store.list_resources(stack.id), None)
+        semaphore = asyncio.Semaphore(_CONCURRENT_OBSERVATIONS)
+        results: dict[str, DriftStatus] = {}
+        failures: list[str] = []
+
+        async def one(row: ResourceRecord) -> None:
+            async with semaphore:
+                status, failure = await self._check_resource(stack, row)
+            results[row.name] = status
+            if failure:
+                failures.append(failure)
+
+        async with asyncio.TaskGroup() as group:
+            for row in rows.values():
+                group.create_task(one(row))
+        counts = Counter(results.values())
+        summary = ", ".join(
+            f"{counts[status]} {str(status).lower().replace('_', ' ')}"
+            for status in DriftStatus
+            if counts[status]
+        )
+        if failures:
+            status = Status.FAILED
+            reason = "Stack CHECK failed: " + "; ".join(sorted(failures))
+        else:
+            status = Status.COMPLETE
+            reason = f"Stack CHECK completed successfully ({summary or 'no resources'})"
+        done = await self.ctx.store.update_stack(
+            stack.id,
+            {"status": status, "status_reason": reason, "current_traversal": ""},
+            expected_traversal=stack.current_traversal,
+            events=[stack_event(stack, Action.CHECK, status, reason)],
+        )
+        if done is None:
+            log.info("check superseded", extra={"stack": stack.name})
+        self.operations.signal_settled(stack.id)
+
+    async def _check_resource(
+        self, stack: StackRecord, row: ResourceRecord
+    ) -> tuple[DriftStatus, str | None]:
+        if row.action == Action.INIT or row.physical_resource_id is None:
+            await self.record(stack, row, None, "nothing to observe: not created")
+            return DriftStatus.NOT_CHECKED, None
+        if row.type not in self.ctx.registry:
+            reason = f"unknown resource type {row.type!r}"
+            await self.record(stack, row, None, reason, failed=True)
+            return DriftStatus.NOT_CHECKED, f"{row.name}: {reason}"
+        try:
+            _observed, drift = await self.worker.observe_drift(stack, row)
+        except ActionFailed as failed:
+            await self.record(stack, row, None, failed.reason, failed=True)
+            return DriftStatus.NOT_CHECKED, failed.reason
+        await self.record(stack, row, drift, drift.describe())
+        return drift.status, None
+
+    async def record(
+        self,
+        stack: StackRecord,
+        row: ResourceRecord,
+        drift: Drift | None,
+        reason: str,
+        *,
+        failed: bool = False,
+    ) -> None:
+        """Store a resource's drift (None: not checked) with a CHECK event."""
+        status = drift.status if drift is not None else DriftStatus.NOT_CHECKED
+        detail = {k: dict(v) for k, v in drift.detail.items()} if drift is not None else {}
+        await self.ctx.store.set_drift(
+            row.id,
+            {
+                "drift_status": str(status),
+                "drift_detail": detail,
+                "drift_checked_at": self.ctx.clock.now(),
+            },
+            events=[
+                NewEvent(
+                    resource_name=row.name,
+                    resource_type=row.type,
+                    action=str(Action.CHECK),
+                    status=str(Status.FAILED if failed else Status.COMPLETE),
+                    reason=f"Drift: {reason}" if not failed else reason,
+                    physical_resource_id=row.physical_resource_id,
+                )
+            ],
+            stack_id=stack.id,
+        )

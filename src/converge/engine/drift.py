@@ -1,0 +1,278 @@
+"""Drift handling: the engine as a consumer of the synchronizer's change notifications.
+
+A notification about a managed resource is compared with what its stack applied. By the
+stack's drift policy the drift is ignored, recorded with an event (notify), or also
+healed: a traversal of the stack's current template that observes just the drifted
+resources and converges them (their dependents follow when their inputs change; the
+rest decide NOTHING). Heals are rate-limited per resource (``core.heal``); a resource
+whose drift keeps coming back is marked FAILED. Drift seen while the stack is busy, and
+heals that must wait, are looked at again by ``recheck`` (level-triggered: the database
+says what is drifted, the notification only saves waiting).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
+
+from converge.core.drift import Drift, DriftPolicy, DriftStatus, compare
+from converge.core.heal import HealHistory, Verdict, decide_heal
+from converge.core.states import Action, Status
+from converge.engine.context import EngineContext
+from converge.engine.operations import StackOperations, current_rows
+from converge.engine.worker import ActionFailed, Worker
+from converge.errors import ConvergeError, NotFound
+from converge.records import NewEvent, ResourceRecord, StackRecord
+
+log = logging.getLogger("converge.engine.drift")
+
+_DRIFTED = (str(DriftStatus.MODIFIED), str(DriftStatus.DELETED))
+
+
+class Notification(Protocol):
+    """What the engine reads of a ``ChangeNotification`` (converge.messages)."""
+
+    @property
+    def physical_id(self) -> str: ...
+    @property
+    def kind(self) -> str: ...  # "appeared" | "changed" | "gone"
+    @property
+    def essence(self) -> Mapping[str, Any] | None: ...
+    @property
+    def stack_id(self) -> str | None: ...
+    @property
+    def resource_id(self) -> int | None: ...
+
+
+class EntitySnapshot(Protocol):
+    @property
+    def entities(self) -> Iterable[Any]: ...
+
+
+class DriftHandler:
+    def __init__(self, ctx: EngineContext, operations: StackOperations, worker: Worker) -> None:
+        self.ctx = ctx
+        self.operations = operations
+        self.worker = worker
+        # Resources whose reality changed while their stack was busy: looked at again.
+        self._later: set[tuple[str, int]] = set()
+
+    # --- the consumer callbacks (converge.observe.consume) ------------------------------
+
+    async def apply_snapshot(self, snapshot: EntitySnapshot) -> None:
+        for entity in snapshot.entities:
+            stack_id = getattr(entity, "stack_id", None)
+            resource_id = getattr(entity, "resource_id", None)
+            if stack_id and resource_id is not None:
+                await self.observed(
+                    stack_id, int(resource_id), str(entity.physical_id), entity.essence
+                )
+
+    async def apply_change(self, notification: Notification) -> None:
+        if not notification.stack_id or notification.resource_id is None:
+            return  # not managed by any stack
+        essence = None if notification.kind == "gone" else notification.essence
+        try:
+            await self.observed(
+                notification.stack_id,
+                int(notification.resource_id),
+                notification.physical_id,
+                essence,
+            )
+        except ConvergeError as exc:
+            # The store failed: recheck looks at it again rather than the consumer dying.
+            self._later.add((notification.stack_id, int(notification.resource_id)))
+            log.warning("drift not handled yet", extra={"error": str(exc)})
+
+    # --- evaluating one observation -------------------------------------------------
+
+    async def observed(
+        self,
+        stack_id: str,
+        resource_id: int,
+        physical_id: str,
+        essence: Mapping[str, Any] | None,
+    ) -> None:
+        """A resource's reality as the synchronizer saw it (essence None: gone)."""
+        try:
+            stack = await self.ctx.store.get_stack(stack_id)
+        except NotFound:
+            return
+        if stack.deleted or stack.drift_policy == DriftPolicy.IGNORE:
+            return
+        row = await self.ctx.store.get_resource(resource_id)
+        if row is None or row.physical_resource_id != physical_id:
+            return  # replaced or deleted since: this is about a thing we let go
+        if _is_busy(stack, row):
+            # Our own actions change reality too: judge only once the stack settled.
+            self._later.add((stack_id, resource_id))
+            return
+        if row.type not in self.ctx.registry:
+            return
+        plugin = self.ctx.registry.plugin(row.type)
+        hidden = frozenset(n for n, p in plugin.properties_schema.items() if p.hidden)
+        drift = compare(plugin.essence(row.properties_data), essence, hidden)
+        await self._record(stack, row, drift)
+        if drift.status != DriftStatus.IN_SYNC and stack.drift_policy == DriftPolicy.HEAL:
+            await self.heal(stack.id)
+
+    async def _record(self, stack: StackRecord, row: ResourceRecord, drift: Drift) -> None:
+        detail = {name: dict(change) for name, change in drift.detail.items()}
+        if row.drift_status == drift.status and dict(row.drift_detail) == detail:
+            return  # nothing new: no duplicate events
+        events: list[NewEvent] = []
+        if drift.status == DriftStatus.IN_SYNC:
+            if row.drift_status in _DRIFTED:
+                events.append(_event(row, Status.COMPLETE, "Drift resolved: reality matches again"))
+        else:
+            reason = f"Drift found: {drift.describe()}"
+            if stack.drift_policy == DriftPolicy.NOTIFY:
+                reason += " (drift policy notify: not corrected)"
+            events.append(_event(row, Status.COMPLETE, reason))
+        await self.ctx.store.set_drift(
+            row.id,
+            {
+                "drift_status": str(drift.status),
+                "drift_detail": detail,
+                "drift_checked_at": self.ctx.clock.now(),
+            },
+            events=events,
+            stack_id=stack.id,
+        )
+        log.info("drift", extra={"stack": stack.name, "resource": row.name, "drift": drift.status})
+
+    # --- healing ---------------------------------------------------------------------
+
+    async def heal(self, stack_id: str) -> StackRecord | None:
+        """Start a heal of the stack's drifted resources that may be healed now."""
+        stack = await self.ctx.store.get_stack(stack_id)
+        if not _may_heal(stack) or stack.raw_template_id is None:
+            return None
+        rows = current_rows(await self.ctx.store.list_resources(stack.id), None)
+        now = self.ctx.clock.now()
+        policy = self.ctx.settings.heal_policy
+        names: list[str] = []
+        events: list[NewEvent] = []
+        for row in rows.values():
+            if row.drift_status not in _DRIFTED or row.status == Status.FAILED:
+                continue
+            history = HealHistory(row.heal_attempts, row.heal_last_at, row.heal_next_at)
+            decision = decide_heal(history, now, policy)
+            if decision.verdict == Verdict.WAIT:
+                continue  # recheck comes back when it is due
+            if decision.verdict == Verdict.GIVE_UP:
+                await self._give_up(stack, row, decision.reason)
+                continue
+            healed = decision.history
+            await self.ctx.store.set_drift(
+                row.id,
+                {
+                    "heal_attempts": healed.attempts,
+                    "heal_last_at": healed.last_attempt_at,
+                    "heal_next_at": healed.next_allowed_at,
+                },
+            )
+            names.append(row.name)
+            found = Drift(DriftStatus(row.drift_status), row.drift_detail).describe()
+            events.append(
+                _event(
+                    row,
+                    Status.IN_PROGRESS,
+                    f"Healing drift ({found}): converging it to the template ({decision.reason})",
+                )
+            )
+        if not names:
+            return None
+        definition = await self.ctx.definitions.get(stack.raw_template_id)
+        try:
+            return await self.operations.converge(
+                stack.id,
+                stack.raw_template_id,
+                definition,
+                Action.UPDATE,
+                reason=f"Stack UPDATE started to heal drift of {', '.join(sorted(names))}",
+                previous_template_id=stack.prev_raw_template_id,
+                converge_names=names,
+                events=events,
+            )
+        except ConvergeError as exc:
+            log.warning("heal could not start", extra={"stack": stack.name, "error": str(exc)})
+            return None
+
+    async def _give_up(self, stack: StackRecord, row: ResourceRecord, why: str) -> None:
+        found = Drift(DriftStatus(row.drift_status), row.drift_detail).describe()
+        reason = f"Drift not healed: {why}; last found {found}"
+        await self.ctx.store.update_resource(
+            row.id,
+            row.atomic_key,
+            {"status": Status.FAILED, "status_reason": reason},
+            events=[_event(row, Status.FAILED, reason, action=row.action)],
+            stack_id=stack.id,
+        )
+
+    # --- the level-triggered pass -------------------------------------------------------
+
+    async def recheck(self) -> None:
+        """Observe again what was seen while busy and what heal-policy stacks have drifted.
+
+        Observed directly (not from a notification): drift recorded earlier may be gone
+        by now, and a heal must act on reality as it is.
+        """
+        later, self._later = self._later, set()
+        stacks = {s.id: s for s in await self.ctx.store.list_stacks(None)}
+        now = self.ctx.clock.now()
+        stable_after = self.ctx.settings.heal_policy.stable_after
+        for stack in stacks.values():
+            if stack.drift_policy == DriftPolicy.HEAL and _may_heal(stack):
+                for row in await self.ctx.store.list_resources(stack.id):
+                    if row.status == Status.FAILED:
+                        continue
+                    # Recently healed ones too: a sampler that missed the healed state
+                    # between two changes by someone else would see no change at all.
+                    recently_healed = (
+                        row.heal_last_at is not None and now - row.heal_last_at < stable_after
+                    )
+                    if row.drift_status in _DRIFTED or recently_healed:
+                        later.add((stack.id, row.id))
+        for stack_id, resource_id in sorted(later):
+            owner = stacks.get(stack_id)
+            found = await self.ctx.store.get_resource(resource_id)
+            if owner is None or found is None or found.physical_resource_id is None:
+                continue
+            stack, row = owner, found
+            if _is_busy(stack, row):
+                self._later.add((stack_id, resource_id))
+                continue
+            if row.type not in self.ctx.registry:
+                continue
+            try:
+                observed, _drift = await self.worker.observe_drift(stack, row)
+            except ActionFailed as failed:
+                log.warning("cannot observe", extra={"resource": row.name, "error": failed.reason})
+                continue
+            await self.observed(stack_id, resource_id, found.physical_resource_id, observed)
+
+
+def _is_busy(stack: StackRecord, row: ResourceRecord) -> bool:
+    return stack.status == Status.IN_PROGRESS or row.status == Status.IN_PROGRESS
+
+
+def _may_heal(stack: StackRecord) -> bool:
+    """A settled stack, or one whose last heal failed (a user's failed update is theirs)."""
+    if stack.deleted or stack.action == Action.DELETE or stack.status == Status.IN_PROGRESS:
+        return False
+    return stack.status == Status.COMPLETE or stack.converge_names is not None
+
+
+def _event(
+    row: ResourceRecord, status: Status, reason: str, *, action: Action = Action.CHECK
+) -> NewEvent:
+    return NewEvent(
+        resource_name=row.name,
+        resource_type=row.type,
+        action=str(action),
+        status=str(status),
+        reason=reason,
+        physical_resource_id=row.physical_resource_id,
+    )

@@ -1,0 +1,360 @@
+"""Local::Process: a long-running service started from a command list (never a shell string).
+
+The service is started detached (its own session, output to the log file) and outlives the
+engine. It is known by pid, start time and command line, so a recycled pid is never taken
+for it; its environment carries a marker naming the resource row, so an interrupted create
+adopts the process it already started instead of starting a second one. Any change of what
+runs (command, environment, directory, log) replaces it: the engine starts the new process
+before this one is stopped. Stopping is graceful: SIGTERM to the process group, SIGKILL
+after ``stop_grace_secs``.
+
+The service's environment is a small base taken from the engine (PATH, HOME, locale, …)
+plus the ``environment`` property; nothing else of the engine's environment leaks into it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import shutil
+import signal
+import sys
+from collections.abc import Collection, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from converge.core.schema import AttributeSchema, Constraint, PropertySchema, PropertyType
+from converge.errors import PermanentFailure
+from converge.resources.base import (
+    AppliedState,
+    Outcome,
+    ResourceContext,
+    ResourcePlugin,
+    ValidationContext,
+)
+from converge.resources.local import procfs
+from converge.resources.local.paths import ConfinementError, confine
+from converge.resources.local.watch import ProcessWatcher
+
+LAUNCHER = Path(__file__).with_name("launcher.py")
+BASE_VARIABLES = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
+LAUNCH_TIMEOUT = 10.0
+_POLL = 0.02
+
+
+class LocalProcess(ResourcePlugin):
+    type_name = "Local::Process"
+    description = "A long-running process on this machine, started detached from converge."
+    properties_schema = {
+        "command": PropertySchema(
+            PropertyType.LIST,
+            "The program and its arguments (a list: no shell is involved).",
+            required=True,
+            constraints=(Constraint("length", {"min": 1}),),
+            item_schema=PropertySchema(PropertyType.STRING),
+        ),
+        "environment": PropertySchema(
+            PropertyType.MAP,
+            "Environment variables added to a small base (PATH, HOME, locale).",
+            default={},
+        ),
+        "working_directory": PropertySchema(
+            PropertyType.STRING,
+            "Directory to run in; relative paths start at the first allowed root.",
+            default=".",
+        ),
+        "log_file": PropertySchema(
+            PropertyType.STRING,
+            "File receiving the process's output (appended); none: output is discarded.",
+        ),
+        "stop_grace_secs": PropertySchema(
+            PropertyType.NUMBER,
+            "Seconds between SIGTERM and SIGKILL when stopping.",
+            default=10,
+            constraints=(Constraint("range", {"min": 0}),),
+            update_allowed=True,
+        ),
+        "startup_check_secs": PropertySchema(
+            PropertyType.NUMBER,
+            "The process must still run this long after starting for create to succeed.",
+            default=0.2,
+            constraints=(Constraint("range", {"min": 0, "max": 60}),),
+            update_allowed=True,
+        ),
+    }
+    attributes_schema = {
+        "pid": AttributeSchema("The process id.", PropertyType.INTEGER),
+        "started_at": AttributeSchema(
+            "When the process started (ISO 8601, UTC).", PropertyType.STRING
+        ),
+    }
+
+    def validate(
+        self, properties: Mapping[str, Any], ctx: ValidationContext
+    ) -> Iterable[tuple[str, str]]:
+        problems: list[tuple[str, str]] = []
+        roots = ctx.allowed_roots
+        cwd: Path | None = None
+        # Absent here may mean "given by a function, known later": then it is checked at start.
+        if isinstance(properties.get("working_directory"), str):
+            try:
+                cwd = confine(properties["working_directory"], roots, allow_root=True)
+            except ConfinementError as exc:
+                problems.append(("working_directory", str(exc)))
+        if isinstance(properties.get("log_file"), str):
+            try:
+                confine(properties["log_file"], roots)
+            except ConfinementError as exc:
+                problems.append(("log_file", str(exc)))
+        environment = properties.get("environment")
+        if isinstance(environment, Mapping):
+            problems.extend(
+                ("environment", message) for message in _environment_problems(environment)
+            )
+        command = properties.get("command")
+        program = command[0] if isinstance(command, list) and command else None
+        # A relative program path needs the directory: wait for it when it is not known yet.
+        if isinstance(program, str) and (
+            cwd is not None or "/" not in program or program.startswith("/")
+        ):
+            env_path = environment.get("PATH") if isinstance(environment, Mapping) else None
+            try:
+                resolve_executable(program, cwd, env_path)
+            except ValueError as exc:
+                problems.append(("command", str(exc)))
+        return problems
+
+    async def create(self, ctx: ResourceContext, properties: Mapping[str, Any]) -> Outcome:
+        spec = launch_spec(ctx, properties)
+        digest = spec["env"][procfs.SPEC_VARIABLE]
+        for found, found_digest in await asyncio.to_thread(procfs.find_marked, ctx.physical_name):
+            if found_digest == digest:
+                ctx.logger.info("adopting process %s started by an interrupted create", found.pid)
+                return Outcome(found.physical_id, found.as_data())
+            await stop(found, float(properties.get("stop_grace_secs") or 0))
+        identity = await _launch(ctx, spec)
+        identity = await _check_startup(ctx, identity, spec["log"], properties)
+        return Outcome(identity.physical_id, identity.as_data())
+
+    async def update(
+        self, ctx: ResourceContext, current: AppliedState, properties: Mapping[str, Any]
+    ) -> Outcome:
+        # Only the stop grace and startup check may change in place: nothing to do now.
+        return Outcome(current.physical_id, current.data)
+
+    async def delete(self, ctx: ResourceContext, current: AppliedState) -> None:
+        grace = float(current.properties.get("stop_grace_secs") or 0)
+        identity = procfs.identity_of(current.data)
+        if identity is not None:
+            await stop(identity, grace)
+        # An interrupted create may have started one without recording it.
+        for found, _ in await asyncio.to_thread(procfs.find_marked, ctx.physical_name):
+            await stop(found, grace)
+
+    async def observe(
+        self, ctx: ResourceContext, current: AppliedState
+    ) -> Mapping[str, Any] | None:
+        identity = procfs.identity_of(current.data)
+        if identity is None or not procfs.is_running(identity):
+            return None
+        return dict(current.properties)
+
+    async def attributes(
+        self, ctx: ResourceContext, current: AppliedState, names: Collection[str]
+    ) -> Mapping[str, Any]:
+        values = {"pid": current.data.get("pid"), "started_at": current.data.get("started_at")}
+        return {name: values[name] for name in names if name in values}
+
+    def watch(self, ctx: Any, managed: Mapping[str, AppliedState]) -> Any:
+        return ProcessWatcher(managed).changes()
+
+
+def _environment_problems(environment: Mapping[str, Any]) -> list[str]:
+    problems = []
+    for key, value in environment.items():
+        if not isinstance(key, str) or not key or "=" in key or "\0" in key:
+            problems.append(f"{key!r} is not a valid environment variable name")
+        elif key in (procfs.MARKER_VARIABLE, procfs.SPEC_VARIABLE):
+            problems.append(f"{key} is reserved: converge marks its processes with it")
+        elif not isinstance(value, str | int | float) or isinstance(value, bool):
+            problems.append(f"{key}: expected a string value")
+    return problems
+
+
+def resolve_executable(program: str, cwd: Path | None, path: str | None) -> str:
+    """The absolute executable for ``program``; ``ValueError`` when there is none."""
+    if "/" in program:
+        candidate = Path(program)
+        if not candidate.is_absolute():
+            if cwd is None:
+                raise ValueError(f"cannot resolve {program!r} without a working directory")
+            candidate = cwd / candidate
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+        raise ValueError(f"{program!r} is not an executable file")
+    found = shutil.which(program, path=path if path is not None else os.environ.get("PATH"))
+    if found is None:
+        raise ValueError(f"command {program!r} was not found on PATH")
+    return found
+
+
+def launch_spec(ctx: ResourceContext, properties: Mapping[str, Any]) -> dict[str, Any]:
+    """What the launcher needs, checked again here: late values were not validated."""
+    try:
+        cwd = confine(
+            properties.get("working_directory") or ".", ctx.allowed_roots, allow_root=True
+        )
+        log_file = properties.get("log_file")
+        log = str(confine(log_file, ctx.allowed_roots)) if log_file else os.devnull
+        environment = dict(properties.get("environment") or {})
+        problems = _environment_problems(environment)
+        if problems:
+            raise ValueError("environment: " + "; ".join(problems))
+        argv = [str(part) for part in properties["command"]]
+        if not argv:
+            raise ValueError("command: expected at least the program")
+        executable = resolve_executable(argv[0], cwd, environment.get("PATH"))
+    except (ConfinementError, ValueError) as exc:
+        raise PermanentFailure(f"{ctx.resource_name}: {exc}") from None
+    if not cwd.is_dir():
+        raise PermanentFailure(f"{ctx.resource_name}: working directory {cwd} does not exist")
+    env = {key: os.environ[key] for key in BASE_VARIABLES if key in os.environ}
+    env.update({key: str(value) for key, value in environment.items()})
+    env[procfs.MARKER_VARIABLE] = ctx.physical_name
+    asked = json.dumps([argv, env, str(cwd), log], sort_keys=True).encode()
+    env[procfs.SPEC_VARIABLE] = hashlib.sha256(asked).hexdigest()[:16]
+    if log != os.devnull:
+        Path(log).parent.mkdir(parents=True, exist_ok=True)
+    return {"executable": executable, "argv": argv, "env": env, "cwd": str(cwd), "log": log}
+
+
+async def _launch(ctx: ResourceContext, spec: Mapping[str, Any]) -> procfs.ProcessIdentity:
+    launcher = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-I",
+        "-S",
+        str(LAUNCHER),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        async with asyncio.timeout(LAUNCH_TIMEOUT):
+            out, err = await launcher.communicate(json.dumps(spec).encode())
+    except TimeoutError:
+        launcher.kill()
+        await launcher.wait()
+        raise PermanentFailure(f"{ctx.resource_name}: the launcher did not answer") from None
+    try:
+        answer = json.loads(out)
+    except ValueError:
+        raise PermanentFailure(
+            f"{ctx.resource_name}: the launcher failed: {err.decode(errors='replace')[-500:]}"
+        ) from None
+    if "error" in answer:
+        raise PermanentFailure(
+            f"{ctx.resource_name}: cannot start {spec['argv'][0]}: {answer['error']}"
+        )
+    identity = procfs.read(int(answer["pid"]))
+    if identity is None:
+        raise PermanentFailure(
+            f"{ctx.resource_name}: {spec['argv'][0]} exited at once{_log_tail(spec['log'])}"
+        )
+    return identity
+
+
+async def _check_startup(
+    ctx: ResourceContext,
+    identity: procfs.ProcessIdentity,
+    log: str,
+    properties: Mapping[str, Any],
+) -> procfs.ProcessIdentity:
+    """Fail create when the process dies right away; else its identity as it settled
+    (the command line as it reads after any re-exec of a wrapper)."""
+    wait = float(properties.get("startup_check_secs") or 0)
+    if wait > 0:
+        await asyncio.sleep(wait)  # real time: the process lives in the real world
+    settled = procfs.read(identity.pid)
+    if settled is None or settled != identity:
+        raise PermanentFailure(
+            f"{ctx.resource_name}: {identity.cmdline[0]} exited during startup{_log_tail(log)}"
+        )
+    return settled
+
+
+def _log_tail(log: str) -> str:
+    if log == os.devnull:
+        return " (no log_file to show its output)"
+    try:
+        text = Path(log).read_text(errors="replace")[-400:].strip()
+    except OSError:
+        return ""
+    return f"; the end of {log}: {text}" if text else f" ({log} is empty)"
+
+
+async def stop(identity: procfs.ProcessIdentity, grace: float) -> None:
+    """SIGTERM the process's group, SIGKILL it after ``grace`` seconds; gone is success."""
+    fd = _open_pidfd(identity.pid)
+    try:
+        if not procfs.is_running(identity):
+            return  # gone, or the pid now belongs to someone else
+        _signal(identity.pid, signal.SIGTERM)
+        if await _exited(identity, fd, grace):
+            return
+        _signal(identity.pid, signal.SIGKILL)
+        await _exited(identity, fd, 5.0)
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _open_pidfd(pid: int) -> int | None:
+    if not hasattr(os, "pidfd_open"):
+        return None
+    try:
+        return os.pidfd_open(pid)
+    except OSError:
+        return None
+
+
+def _signal(pid: int, signum: signal.Signals) -> None:
+    """The whole group when the process leads one (as ours do), else the process alone."""
+    try:
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, signum)
+        else:
+            os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+async def _exited(identity: procfs.ProcessIdentity, fd: int | None, timeout: float) -> bool:
+    if fd is not None:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        loop.add_reader(fd, _resolve, done)
+        try:
+            async with asyncio.timeout(timeout):
+                await done
+        except TimeoutError:
+            pass
+        finally:
+            loop.remove_reader(fd)
+        return not procfs.is_running(identity)
+    deadline = loop_time() + timeout
+    while procfs.is_running(identity):
+        if loop_time() >= deadline:
+            return False
+        await asyncio.sleep(_POLL)
+    return True
+
+
+def _resolve(done: asyncio.Future[None]) -> None:
+    if not done.done():
+        done.set_result(None)
+
+
+def loop_time() -> float:
+    return asyncio.get_running_loop().time()

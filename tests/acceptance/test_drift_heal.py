@@ -1,0 +1,147 @@
+"""converge serve's drift handling: heal, notify and ignore, and a flapping resource."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from converge.api import Converge
+from converge.core.heal import HealPolicy
+from converge.engine.settings import EngineSettings
+from converge.resources.builtin.world import TestWorld, world_path_for
+from support.world import eventually
+
+TEMPLATE = """
+heat_template_version: 2021-04-16
+resources:
+  test: {type: OS::Heat::TestResource, properties: {value: hello}}
+  val: {type: OS::Heat::Value, properties: {value: v1}}
+  other: {type: OS::Heat::TestResource, properties: {value: calm}}
+"""
+
+SETTINGS = EngineSettings(
+    sweep_interval=0.1,
+    heartbeat_interval=0.5,
+    drift_recheck_interval=0.05,
+    observe_interval=0.05,
+    heal_policy=HealPolicy(base_delay=0.05, factor=2.0, max_attempts=3, stable_after=600),
+)
+
+
+@pytest.fixture
+async def served(tmp_path: Path) -> AsyncIterator[tuple[Converge, Any, TestWorld]]:
+    state = tmp_path / "state.db"
+    async with Converge.embedded(state, settings=SETTINGS) as cv, cv.serving() as sync:
+        yield cv, sync, TestWorld(world_path_for(state))
+
+
+async def ids(cv: Converge, stack: str) -> dict[str, str]:
+    return {r.resource_name: r.physical_resource_id for r in await cv.list_resources(stack)}
+
+
+async def reasons(cv: Converge, stack: str, resource: str) -> list[str]:
+    return [e.resource_status_reason for e in await cv.list_events(stack, resource_name=resource)]
+
+
+async def test_heal_converges_drift_back(served: tuple[Converge, Any, TestWorld]) -> None:
+    cv, sync, world = served
+    stack = await cv.create_stack("s", TEMPLATE, drift_policy="heal")
+    assert stack.stack_status == "CREATE_COMPLETE"
+    before = await ids(cv, "s")
+    world.set_property("OS::Heat::TestResource", before["test"], "value", "tampered")
+    world.remove("OS::Heat::Value", before["val"])
+    await sync.sample_once()
+
+    async def healed() -> bool:
+        now = await ids(cv, "s")
+        test = world.get("OS::Heat::TestResource", now["test"])
+        val = world.get("OS::Heat::Value", now["val"])
+        settled = (await cv.get_stack("s")).stack_status == "UPDATE_COMPLETE"
+        return (
+            settled
+            and test is not None
+            and val is not None
+            and (test["properties"]["value"] == "hello" and val["properties"]["value"] == "v1")
+        )
+
+    await eventually(healed)
+    test_reasons = await reasons(cv, "s", "test")
+    assert any(
+        "Drift found: MODIFIED: value wanted 'hello', found 'tampered'" in r for r in test_reasons
+    )
+    assert any(r.startswith("Healing drift (MODIFIED") for r in test_reasons)
+    assert any(r.startswith("Healing drift (DELETED") for r in await reasons(cv, "s", "val"))
+    # the resource nobody touched decided nothing
+    assert not any("Drift" in r for r in await reasons(cv, "s", "other"))
+    other_states = [e.resource_status for e in await cv.list_events("s", resource_name="other")]
+    assert other_states == ["CREATE_IN_PROGRESS", "CREATE_COMPLETE"]
+    assert (await ids(cv, "s"))["test"] == before["test"]  # corrected in place
+    drift = {d.resource_name: d.drift_status for d in await cv.drift("s")}
+    assert drift["test"] == "IN_SYNC" and drift["val"] == "IN_SYNC"
+
+
+async def test_notify_records_drift_without_correcting(
+    served: tuple[Converge, Any, TestWorld],
+) -> None:
+    cv, sync, world = served
+    await cv.create_stack("s", TEMPLATE)  # notify is the default
+    pid = (await ids(cv, "s"))["test"]
+    world.set_property("OS::Heat::TestResource", pid, "value", "tampered")
+    await sync.sample_once()
+
+    async def recorded() -> bool:
+        return {d.resource_name: d.drift_status for d in await cv.drift("s")}["test"] == "MODIFIED"
+
+    await eventually(recorded)
+    detail = {d.resource_name: d.drift_detail for d in await cv.drift("s")}["test"]
+    assert detail == {"value": {"wanted": "hello", "found": "tampered"}}
+    assert any("not corrected" in r for r in await reasons(cv, "s", "test"))
+    assert (await cv.get_stack("s")).stack_status == "CREATE_COMPLETE"
+    assert world.get("OS::Heat::TestResource", pid)["properties"]["value"] == "tampered"
+
+
+async def test_ignore_does_nothing(served: tuple[Converge, Any, TestWorld]) -> None:
+    cv, sync, world = served
+    await cv.create_stack("s", TEMPLATE, drift_policy="ignore")
+    pid = (await ids(cv, "s"))["test"]
+    world.set_property("OS::Heat::TestResource", pid, "value", "tampered")
+    await sync.sample_once()
+    await sync.sample_once()
+    assert {d.drift_status for d in await cv.drift("s")} == {"NOT_CHECKED"}
+    assert (await cv.get_stack("s")).stack_status == "CREATE_COMPLETE"
+
+
+async def test_flapping_resource_backs_off_and_is_marked_failed(
+    served: tuple[Converge, Any, TestWorld],
+) -> None:
+    cv, sync, world = served
+    await cv.create_stack("s", TEMPLATE, drift_policy="heal")
+    pid = (await ids(cv, "s"))["test"]
+
+    async def fight() -> bool:
+        """Another controller sets its own value whenever ours is back."""
+        resource = {r.resource_name: r for r in await cv.list_resources("s")}["test"]
+        if resource.resource_status == "UPDATE_FAILED" or resource.resource_status.endswith(
+            "_FAILED"
+        ):
+            return True
+        live = world.get("OS::Heat::TestResource", pid)
+        if live is not None and live["properties"]["value"] == "hello":
+            world.set_property("OS::Heat::TestResource", pid, "value", "theirs")
+            await sync.sample_once("OS::Heat::TestResource")
+        return False
+
+    await eventually(fight, timeout=20)
+    resource = {r.resource_name: r for r in await cv.list_resources("s")}["test"]
+    assert "giving up" in resource.resource_status_reason
+    heals = [r for r in await reasons(cv, "s", "test") if r.startswith("Healing drift")]
+    assert len(heals) == SETTINGS.heal_policy.max_attempts
+    attempts = [r.rsplit("heal attempt ", 1)[1].rstrip(")") for r in heals]
+    assert attempts == ["1", "2", "3"]
+    # after giving up, no more heals however often it drifts
+    await sync.sample_once()
+    await cv.engine.drift.recheck()
+    assert len([r for r in await reasons(cv, "s", "test") if r.startswith("Healing")]) == 3

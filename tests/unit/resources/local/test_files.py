@@ -1,0 +1,127 @@
+"""Local::Directory and Local::File on a real temporary filesystem."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from converge.errors import PermanentFailure
+from converge.resources.base import AppliedState, ResourceContext, ValidationContext
+from converge.resources.local import LocalDirectory, LocalFile
+from converge.resources.local.paths import ROW_ATTR
+
+LocalContext = Callable[..., ResourceContext]
+
+
+def mode_of(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+async def test_file_create_observe_update_delete(root: Path, local_context: LocalContext) -> None:
+    plugin, ctx = LocalFile(), local_context()
+    props = {"path": "conf/app.conf", "content": "a = 1\n", "mode": "0600"}
+    outcome = await plugin.create(ctx, props)
+    target = root / "conf" / "app.conf"
+    assert outcome.physical_id == str(target)
+    assert target.read_text() == "a = 1\n" and mode_of(target) == 0o600
+    assert outcome.data["size"] == 6
+    applied = AppliedState(outcome.physical_id, props, outcome.data)
+    assert await plugin.observe(ctx, applied) == props
+    assert plugin.essence(props) == plugin.essence(await plugin.observe(ctx, applied) or {})
+
+    target.write_text("a = 2\n")
+    os.chmod(target, 0o644)
+    live = await plugin.observe(ctx, applied)
+    assert live is not None and live["content"] == "a = 2\n" and live["mode"] == "0644"
+    assert plugin.essence(live) != plugin.essence(props)
+
+    new = {**props, "content": "a = 3\n"}
+    updated = await plugin.update(ctx, applied, new)
+    assert updated.physical_id == outcome.physical_id and target.read_text() == "a = 3\n"
+    assert not [p for p in target.parent.iterdir() if p.name.endswith(".tmp")]
+
+    await plugin.delete(ctx, AppliedState(updated.physical_id, new, updated.data))
+    assert not target.exists()
+    await plugin.delete(ctx, AppliedState(updated.physical_id, new, updated.data))  # gone: fine
+    assert await plugin.observe(ctx, applied) is None
+
+
+async def test_file_create_adopts_its_own_work_and_refuses_a_strangers_file(
+    root: Path, local_context: LocalContext
+) -> None:
+    plugin, ctx = LocalFile(), local_context()
+    props = {"path": "x.txt", "content": "mine", "mode": "0644"}
+    await plugin.create(ctx, props)
+    # An interrupted create runs again: the same file is adopted, not duplicated.
+    await plugin.create(ctx, {**props, "content": "mine, edited template"})
+    assert (root / "x.txt").read_text() == "mine, edited template"
+
+    (root / "theirs.txt").write_text("not converge's")
+    with pytest.raises(PermanentFailure, match="already exists with other content"):
+        await plugin.create(ctx, {**props, "path": "theirs.txt"})
+    assert (root / "theirs.txt").read_text() == "not converge's"
+    (root / "same.txt").write_text("mine")
+    await plugin.create(ctx, {**props, "path": "same.txt"})  # matching content: adopted
+
+
+async def test_cleanup_of_a_replaced_row_leaves_what_the_replacement_adopted(
+    root: Path, local_context: LocalContext
+) -> None:
+    plugin = LocalFile()
+    old, new = local_context(row="oldrow00"), local_context(row="newrow00")
+    props = {"path": "f.txt", "content": "v", "mode": "0644"}
+    first = await plugin.create(old, props)
+    await plugin.create(new, props)
+    assert os.getxattr(root / "f.txt", ROW_ATTR) == b"st-res-newrow00"
+    await plugin.delete(old, AppliedState(first.physical_id, props, first.data))
+    assert (root / "f.txt").exists()
+
+
+async def test_action_time_checks_refuse_late_paths(local_context: LocalContext) -> None:
+    with pytest.raises(PermanentFailure, match=r"res: '\.\./x' resolves to .* outside the allowed"):
+        await LocalFile().create(local_context(), {"path": "../x", "content": "", "mode": "0644"})
+
+
+async def test_directory_create_adopt_mode_and_delete(
+    root: Path, local_context: LocalContext
+) -> None:
+    plugin, ctx = LocalDirectory(), local_context()
+    props = {"path": "a/b", "mode": "0750", "purge_on_delete": False}
+    outcome = await plugin.create(ctx, props)
+    assert mode_of(root / "a" / "b") == 0o750
+    again = await plugin.create(ctx, props)
+    assert again.physical_id == outcome.physical_id
+    applied = AppliedState(outcome.physical_id, props, outcome.data)
+    assert await plugin.observe(ctx, applied) == props
+    os.chmod(root / "a" / "b", 0o700)
+    assert (await plugin.observe(ctx, applied) or {})["mode"] == "0700"
+
+    (root / "a" / "b" / "stray").write_text("x")
+    with pytest.raises(PermanentFailure, match=r"is not empty \(stray\).*purge_on_delete"):
+        await plugin.delete(ctx, applied)
+    purge = AppliedState(outcome.physical_id, {**props, "purge_on_delete": True}, outcome.data)
+    await plugin.delete(ctx, purge)
+    assert not (root / "a" / "b").exists()
+    await plugin.delete(ctx, purge)
+    assert await plugin.observe(ctx, applied) is None
+
+
+async def test_a_file_where_a_directory_should_be_fails(
+    root: Path, local_context: LocalContext
+) -> None:
+    (root / "taken").write_text("")
+    with pytest.raises(PermanentFailure, match="exists and is not a directory"):
+        await LocalDirectory().create(local_context(), {"path": "taken", "mode": "0755"})
+
+
+def test_validation_names_each_bad_property(validation: ValidationContext) -> None:
+    problems = dict(LocalFile().validate({"path": "../../etc/x", "mode": 644}, validation))
+    assert "outside the allowed roots" in problems["path"]
+    assert "quoted octal string" in problems["mode"]
+    assert list(LocalDirectory().validate({"path": "ok/dir", "mode": "0755"}, validation)) == []
+    nowhere = ValidationContext(allowed_roots=())
+    assert "no allowed roots" in dict(LocalDirectory().validate({"path": "d"}, nowhere))["path"]
