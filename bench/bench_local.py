@@ -85,9 +85,9 @@ async def measure(rounds: int) -> tuple[list[float], list[float]]:
             await sync.sample_once()
             for _ in range(rounds):
                 old = await process_id(cv)
-                # The sampler re-arms its watch on a pass; a heal made a new process.
-                await sync.sample_once()
-                await asyncio.sleep(0.1)
+                # Measure from a watched process: a heal's new process is watched as soon
+                # as the heal settles (the engine's "stack.settled" hint).
+                await until(lambda old=old: old in sync.sampler("Local::Process").watched)
                 started = time.perf_counter()
                 os.kill(int(old.split(":")[0]), signal.SIGKILL)
 

@@ -40,7 +40,7 @@ from converge.core.template import (
 from converge.core.template.nodes import is_static
 from converge.engine.context import EMPTY_TEMPLATE
 from converge.engine.inputs import StoredData
-from converge.engine.operations import current_rows, stack_event
+from converge.engine.operations import SETTLED_TOPIC, current_rows, stack_event
 from converge.engine.runtime import Engine
 from converge.engine.settings import EngineSettings
 from converge.engine.worker import resource_state
@@ -137,6 +137,7 @@ class Converge:
         tasks = [
             self.engine.handle_drift(),
             asyncio.create_task(self._consume(sync), name="converge-drift-consumer"),
+            asyncio.create_task(self._resample_settled(sync), name="converge-resample"),
         ]
         try:
             yield sync
@@ -145,6 +146,15 @@ class Converge:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await sync.stop()
+
+    async def _resample_settled(self, sync: Any) -> None:
+        """Sample a stack's types as soon as one of its operations settles."""
+        async for message in self._ctx.bus.subscribe(SETTLED_TOPIC):
+            for type_name in message.get("types", []):
+                try:
+                    await sync.sample_once(type_name)
+                except Exception:
+                    log.exception("resampling %s after a settled operation failed", type_name)
 
     async def _consume(self, sync: Any) -> None:
         """Consume notifications for good: a failure is logged and the consumer restarts."""

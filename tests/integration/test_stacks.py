@@ -63,15 +63,15 @@ def template(tag: str, content: str) -> dict[str, Any]:
 
 
 def settings(root: Path, **extra: Any) -> EngineSettings:
-    return EngineSettings(
-        allowed_roots=(root,),
-        sweep_interval=0.1,
-        heartbeat_interval=0.5,
-        drift_recheck_interval=0.05,
-        observe_interval=0.05,
-        heal_policy=HealPolicy(base_delay=0.05, factor=2.0, max_attempts=5, stable_after=600),
-        **extra,
-    )
+    values: dict[str, Any] = {
+        "allowed_roots": (root,),
+        "sweep_interval": 0.1,
+        "heartbeat_interval": 0.5,
+        "drift_recheck_interval": 0.05,
+        "observe_interval": 0.05,
+        "heal_policy": HealPolicy(base_delay=0.05, factor=2.0, max_attempts=5, stable_after=600),
+    }
+    return EngineSettings(**{**values, **extra})
 
 
 @pytest.fixture
@@ -170,27 +170,37 @@ async def test_check_reports_local_drift_and_converge_fixes_it(cv: Converge, roo
 
 
 async def test_heal_restarts_a_killed_process_and_repairs_an_edited_file(root: Path) -> None:
+    # A long poll interval: only pushed changes (pidfd, inotify) can make this fast, and the
+    # process a heal starts is watched from when the heal settles, not from the next poll.
+    slow_polls = settings(root, observe_interval=3600.0)
     async with (
-        Converge.embedded(root / "state.db", settings=settings(root)) as cv,
+        Converge.embedded(root / "state.db", settings=slow_polls) as cv,
         cv.serving() as sync,
     ):
         await cv.create_stack("app", template("one", "v = 1\n"), drift_policy="heal")
-        before = await ids(cv, "app")
-        await sync.sample_once()
-        os.kill(int(before["svc"].split(":")[0]), signal.SIGKILL)
+        for _round in range(2):
+            before = await ids(cv, "app")
+            await eventually(lambda before=before: _watched(sync, before["svc"]))
+            os.kill(int(before["svc"].split(":")[0]), signal.SIGKILL)
 
-        async def restarted() -> bool:
-            now = await ids(cv, "app")
-            pid = int(now["svc"].split(":")[0]) if now.get("svc") else 0
-            return now.get("svc") != before["svc"] and procfs.read(pid) is not None
+            async def restarted(before: dict[str, str] = before) -> bool:
+                now = await ids(cv, "app")
+                pid = int(now["svc"].split(":")[0]) if now.get("svc") else 0
+                return now.get("svc") != before["svc"] and procfs.read(pid) is not None
 
-        await eventually(restarted)
+            await eventually(restarted)
+            assert (await cv.wait("app")).stack_status == "UPDATE_COMPLETE"
         conf = root / "work" / "app.conf"
         conf.write_text("edited\n")
         await eventually(lambda: conf.read_text() == "v = 1\n")
         assert len(marked(root)) == 1
         await cv.delete_stack("app")
     assert marked(root) == []
+
+
+def _watched(sync: Any, physical_id: str) -> bool:
+    """The process is among those the synchronizer's watch covers (pidfd armed)."""
+    return physical_id in sync.sampler("Local::Process").watched
 
 
 CRASHING = """

@@ -33,6 +33,9 @@ from converge.records import NewEvent, NewResource, ResourceRecord, StackRecord
 log = logging.getLogger("converge.engine.operations")
 
 STACK_TYPE = "OS::Heat::Stack"
+# Published when a stack's operation settles: observers re-read what they watch at once
+# instead of at their next pass (a replaced process must be watched from its first second).
+SETTLED_TOPIC = "stack.settled"
 _MAX_START_ATTEMPTS = 50
 
 
@@ -252,6 +255,7 @@ class StackOperations:
             await self.ctx.store.mark_stack_deleted(stack_id)
         log.info("traversal complete", extra={"stack": done.name, "state": done.state})
         self._signal(stack_id)
+        await self._announce_settled(stack_id)
 
     async def fail_traversal(self, stack_id: str, traversal_id: str, reason: str) -> None:
         """Mark the stack FAILED (if the traversal is still current) and roll back if enabled."""
@@ -288,6 +292,13 @@ class StackOperations:
                     "rollback could not start", extra={"stack": failed.name, "error": str(exc)}
                 )
         self._signal(stack_id)
+
+    async def _announce_settled(self, stack_id: str) -> None:
+        """Tell observers which types may have new real things to watch (a hint)."""
+        rows = await self.ctx.store.list_resources(stack_id)
+        await self.ctx.bus.publish(
+            SETTLED_TOPIC, {"stack_id": stack_id, "types": sorted({row.type for row in rows})}
+        )
 
     # --- waiting -----------------------------------------------------------------------
 

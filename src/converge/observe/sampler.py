@@ -104,6 +104,13 @@ class Sampler:
         return callable(getattr(self.plugin, "list_all", None))
 
     @property
+    def watched(self) -> frozenset[str]:
+        """Physical ids the running watch covers (empty when none runs)."""
+        if self._watch is None or self._watch.done():
+            return frozenset()
+        return self._watched or frozenset()
+
+    @property
     def can_watch(self) -> bool:
         return callable(getattr(self.plugin, "watch", None))
 
