@@ -85,7 +85,9 @@ resources:
     assert reality.by_name("app") == {app: {**reality.things[app], "value": new_db}}
     log = [(action, pid) for action, _, pid in reality.log]
     # create-before-delete, and the dependent points at the replacement before the old goes
-    assert log.index(("create", new_db)) < log.index(("update", app)) < log.index(("delete", old_db))
+    assert (
+        log.index(("create", new_db)) < log.index(("update", app)) < log.index(("delete", old_db))
+    )
     assert len(await cv.list_resources("rep")) == 2
 
 
