@@ -23,7 +23,7 @@ from converge.core.decide import (
     decide_update,
 )
 from converge.core.drift import Drift, DriftStatus, compare
-from converge.core.states import Action, Status
+from converge.core.states import Action, Status, check_resource_transition
 from converge.core.template import ALL_ATTRIBUTES, ResourceDefinition
 from converge.core.traversal import STACK_NODE, GraphNode, TraversalGraph
 from converge.engine.context import EngineContext, applied_state
@@ -286,6 +286,9 @@ class Worker:
         pause = post_hook in resource.hooks and not _is_cleared(
             claimed, stack.current_traversal, post_hook
         )
+        check_resource_transition(
+            claimed.name, (claimed.action, claimed.status), (action, Status.COMPLETE)
+        )
         changes: dict[str, Any] = {
             "action": action,
             "status": Status.COMPLETE,
@@ -465,6 +468,7 @@ class Worker:
         self, stack: StackRecord, row: ResourceRecord, action: Action, reason: str
     ) -> ResourceRecord | None:
         """Take the row for this engine (compare-and-swap) and mark the action started."""
+        check_resource_transition(row.name, (row.action, row.status), (action, Status.IN_PROGRESS))
         return await self.ctx.store.update_resource(
             row.id,
             row.atomic_key,
@@ -570,6 +574,7 @@ class Worker:
     async def _fail_resource(
         self, stack: StackRecord, row: ResourceRecord, action: Action, reason: str
     ) -> None:
+        check_resource_transition(row.name, (row.action, row.status), (action, Status.FAILED))
         failed = await self.ctx.store.update_resource(
             row.id,
             row.atomic_key,
