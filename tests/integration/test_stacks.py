@@ -191,8 +191,13 @@ async def test_heal_restarts_a_killed_process_and_repairs_an_edited_file(root: P
             await eventually(restarted)
             assert (await cv.wait("app")).stack_status == "UPDATE_COMPLETE"
         conf = root / "work" / "app.conf"
+        conf_id = (await ids(cv, "app"))["conf"]
         conf.write_text("edited\n")
         await eventually(lambda: conf.read_text() == "v = 1\n")
+        # an edited file is repaired in place, not replaced
+        assert (await ids(cv, "app"))["conf"] == conf_id
+        statuses = [e.resource_status for e in await cv.list_events("app", resource_name="conf")]
+        assert "UPDATE_COMPLETE" in statuses and statuses.count("CREATE_COMPLETE") == 1
         assert len(marked(root)) == 1
         await cv.delete_stack("app")
     assert marked(root) == []

@@ -110,7 +110,7 @@ class StackChecker:
             await self.record(stack, row, None, reason, failed=True)
             return DriftStatus.NOT_CHECKED, f"{row.name}: {reason}"
         try:
-            _observed, drift = await self.worker.observe_drift(stack, row)
+            drift = (await self.worker.observe_drift(stack, row)).drift
         except ActionFailed as failed:
             await self.record(stack, row, None, failed.reason, failed=True)
             return DriftStatus.NOT_CHECKED, failed.reason

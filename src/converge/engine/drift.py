@@ -247,7 +247,7 @@ class DriftHandler:
             if row.type not in self.ctx.registry:
                 continue
             try:
-                observed, _drift = await self.worker.observe_drift(stack, row)
+                observed = (await self.worker.observe_drift(stack, row)).essence
             except ActionFailed as failed:
                 log.warning("cannot observe", extra={"resource": row.name, "error": failed.reason})
                 continue

@@ -12,6 +12,7 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from converge.core.decide import (
@@ -42,6 +43,16 @@ from converge.resources.base import AppliedState, Outcome, ResourceContext, Reso
 log = logging.getLogger("converge.engine.worker")
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Observation:
+    """A resource's observed reality, three ways."""
+
+    essence: Mapping[str, Any] | None  # hashable core of reality; None: gone
+    drift: Drift
+    # What ``decide_update`` compares: live properties, None (gone) or MISSING (in sync).
+    for_decision: Any
 
 
 class ActionFailed(Exception):
@@ -129,7 +140,8 @@ class Worker:
         drift: Drift | None = None
         if self._observes(stack, target, resource.implementation_type):
             try:
-                observed, drift = await self.observe_drift(stack, target)
+                observation = await self.observe_drift(stack, target)
+                observed, drift = observation.for_decision, observation.drift
             except ActionFailed as failed:
                 await self._fail_resource(stack, target, action, failed.reason)
                 return
@@ -141,6 +153,14 @@ class Worker:
             open_properties=plugin.open_properties,
             observed=observed,
         )
+        if (
+            drift is not None
+            and drift.status == DriftStatus.MODIFIED
+            and decision.change == Change.NOTHING
+        ):
+            # Reality differs in a way the properties do not show (a normalised form, a
+            # derived field): apply the wanted properties again, in place.
+            decision = Decision(Change.UPDATE, "reality drifted: re-applying the properties")
         if drift is not None and drift.status != DriftStatus.IN_SYNC:
             await self.ctx.store.add_events(
                 stack.id,
@@ -193,10 +213,8 @@ class Worker:
             drift_checked=drift is not None,
         )
 
-    async def observe_drift(
-        self, stack: StackRecord, row: ResourceRecord
-    ) -> tuple[Mapping[str, Any] | None, Drift]:
-        """Observe a resource's reality: its essence (None: gone) and its drift.
+    async def observe_drift(self, stack: StackRecord, row: ResourceRecord) -> Observation:
+        """Observe a resource's reality: its essence, its drift, and what decisions compare.
 
         Raises ``ActionFailed`` when the plugin cannot say (error or timeout).
         """
@@ -209,9 +227,20 @@ class Worker:
             raise ActionFailed(f"Error: resources.{row.name}: {exc}") from exc
         except ActionFailed as failed:
             raise ActionFailed(f"{failed.reason} (while observing its reality)") from failed
-        observed = None if live is None else dict(plugin.essence(live))
-        drift = compare(plugin.essence(row.properties_data), observed, _hidden_properties(plugin))
-        return observed, drift
+        essence = None if live is None else dict(plugin.essence(live))
+        drift = compare(plugin.essence(row.properties_data), essence, _hidden_properties(plugin))
+        if drift.status == DriftStatus.IN_SYNC:
+            return Observation(essence, drift, MISSING)  # decide as without reality
+        if live is None:
+            return Observation(None, drift, None)
+        # The decision compares properties with properties: the live values of the
+        # properties the type declares (the essence may hold derived fields instead).
+        observed = {
+            key: value
+            for key, value in live.items()
+            if plugin.open_properties or key in plugin.properties_schema
+        }
+        return Observation(essence, drift, observed)
 
     def _observes(self, stack: StackRecord, row: ResourceRecord, desired_type: str) -> bool:
         """Does this traversal compare this resource with its observed reality?"""
