@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from converge.api import Converge
+from converge.engine.settings import EngineSettings
+from converge.resources.registry import PluginRegistry
 from support.world import Reality
 
 TWO = """
@@ -138,3 +142,19 @@ resources:
     assert stack.stack_status_reason == (
         "Resource CREATE failed: Error: resources.broken: Test Resource failed broken"
     )
+
+
+async def test_per_action_timeout_fails_the_resource(
+    tmp_path: Path, registry: PluginRegistry, reality: Reality
+) -> None:
+    template = """
+heat_template_version: 2021-04-16
+resources:
+  slow: {type: Test::Thing, properties: {gate: never}}
+"""
+    settings = EngineSettings(sweep_interval=0.1, action_timeout=0.2)
+    async with Converge.embedded(tmp_path / "s.db", settings=settings, registry=registry) as cv:
+        stack = await cv.create_stack("slow", template, disable_rollback=True)
+    assert stack.stack_status == "CREATE_FAILED"
+    assert stack.stack_status_reason == "Resource CREATE failed: Error: resources.slow: Timed out"
+    assert reality.things == {}
