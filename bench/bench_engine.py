@@ -10,7 +10,8 @@ type that acts, so they run on a stack of ``OS::Heat::TestResource`` (in place: 
 reported too. The 10,000-resource create runs in a subprocess so its peak RSS
 (``ru_maxrss``: engine, store, bus and API all live in that one process) is its own.
 Run: ``python bench/bench_engine.py [--quick] [--sizes 10,100,1000] [--no-write]
-[--profile DIR]``.
+[--profile DIR] [--op-timeout S] [--memory-timeout S]``; ``--profile`` writes cProfile files
+(event-loop thread and store thread, CPU clocks) per operation.
 """
 
 from __future__ import annotations
@@ -179,7 +180,7 @@ async def physical_ids(cv: Converge, stack: str) -> dict[str, str]:
 async def none_group(shape: str, n: int, profiler: Profiler) -> list[Row]:
     """Create then delete ``n`` OS::Heat::None."""
     text = make_template(shape, n, NONE, {})
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         async with Converge.embedded(Path(tmp) / "bench.db") as cv:
             created = await timed(
                 profiler, cv, Key("create", shape, n, NONE), lambda: cv.create_stack("s", text)
@@ -203,7 +204,7 @@ async def test_resource_group(shape: str, n: int, profiler: Profiler) -> list[Ro
         props = {"value": value, "update_replace_value": replace_value}
         return make_template(shape, n, TEST, props)
 
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         async with Converge.embedded(Path(tmp) / "bench.db") as cv:
             rows = [
                 await timed(
@@ -253,7 +254,7 @@ async def test_resource_group(shape: str, n: int, profiler: Profiler) -> list[Ro
 async def waiting_group(n: int, profiler: Profiler) -> list[Row]:
     """Create ``n`` independent TestResource that each wait WAIT_SECS on create."""
     text = make_template("independent", n, TEST, {"action_wait_secs": {"create": WAIT_SECS}})
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         async with Converge.embedded(Path(tmp) / "bench.db") as cv:
             row = await timed(
                 profiler,
@@ -268,7 +269,7 @@ async def waiting_group(n: int, profiler: Profiler) -> list[Row]:
 async def memory_child(n: int) -> dict[str, Any]:
     """In a fresh process: create ``n`` independent None; report time and peak RSS."""
     text = make_template("independent", n, NONE, {})
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         async with Converge.embedded(Path(tmp) / "bench.db") as cv:
             baseline_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
             cpu, start = time.process_time(), time.perf_counter()
@@ -348,7 +349,7 @@ async def run_all(sizes: list[int], quick: bool, profiler: Profiler) -> list[Row
     return rows
 
 
-def render(rows: list[Row], sizes: list[int], quick: bool) -> list[str]:
+def render(rows: list[Row], sizes: list[int], quick: bool, op_timeout: float | None) -> list[str]:
     lines = [
         "| operation | shape | N | type | seconds | ms per resource | CPU s | stack status "
         "| target | Heat 27 (s) | faster than Heat | checked |",
@@ -393,9 +394,10 @@ def render(rows: list[Row], sizes: list[int], quick: bool) -> list[str]:
         "workers, MariaDB, RabbitMQ); the aim is 100x on each.",
     ]
     notes.append(
-        f'A row "{UNFINISHED} …" hit the benchmark\'s per-operation limit (`--op-timeout`, '
-        "45 s by default, which keeps a full run near 10 minutes): the rest of its group was "
-        "not run."
+        f'A row "{UNFINISHED} …" hit the benchmark\'s time limit (`--op-timeout`, '
+        f"{op_timeout or 0:.0f} s per operation in this run; `--memory-timeout` for the "
+        "subprocess), which keeps a full run near 10 minutes: the rest of its group was not "
+        "run and its figures are lower bounds."
     )
     notes.append(
         "CPU s is the CPU time of the whole benchmark process (event loop and store threads) "
@@ -415,6 +417,11 @@ def render(rows: list[Row], sizes: list[int], quick: bool) -> list[str]:
                 if baseline is not None
                 else ""
             )
+            + (
+                ", reached before it was killed unfinished (a lower bound)"
+                if row.status.startswith(UNFINISHED)
+                else ""
+            )
             + f". Heat's engines used {HEAT_MEMORY_MB / 1024:.1f} GB (its workload is not "
             "stated, so no ratio)."
         )
@@ -430,15 +437,15 @@ def main() -> None:
     parser.add_argument(
         "--memory-timeout",
         type=float,
-        default=150,
-        help="seconds after which the 10,000-resource subprocess is killed (default 150)",
+        default=120,
+        help="seconds after which the 10,000-resource subprocess is killed (default 120)",
     )
     parser.add_argument(
         "--op-timeout",
         type=float,
-        default=45,
+        default=30,
         help="seconds after which one operation is abandoned with the rest of its group "
-        "(default 45; keeps a full run near 10 minutes however slow the engine is)",
+        "(default 30; keeps a full run near 10 minutes however slow the engine is)",
     )
     parser.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -454,7 +461,7 @@ def main() -> None:
     if not args.quick:
         print(f"{MEMORY_SIZE:,} independent, peak memory (subprocess)", flush=True)
         rows.append(memory_row(MEMORY_SIZE, args.memory_timeout))
-    table = render(rows, sizes, args.quick)
+    table = render(rows, sizes, args.quick, args.op_timeout)
     print()
     print("\n".join(table))
     print(f"\nwhole run: {time.perf_counter() - started:.0f} s")
