@@ -103,6 +103,26 @@ async def test_notify_records_drift_without_correcting(
     assert world.get("OS::Heat::TestResource", pid)["properties"]["value"] == "tampered"
 
 
+async def test_deleted_while_no_synchronizer_ran_is_found(tmp_path: Path) -> None:
+    """Gone before the synchronizer's first sample: no baseline says it existed, so no
+    sampler can see it go; the engine's recheck observes what was never confirmed."""
+    state = tmp_path / "state.db"
+    world = TestWorld(world_path_for(state))
+    async with Converge.embedded(state, settings=SETTINGS) as cv:
+        await cv.create_stack("s", TEMPLATE)  # notify
+        pid = (await ids(cv, "s"))["val"]
+    world.remove("OS::Heat::Value", pid)
+    async with Converge.embedded(state, settings=SETTINGS) as cv, cv.serving():
+
+        async def recorded() -> bool:
+            drift = {d.resource_name: d.drift_status for d in await cv.drift("s")}
+            return drift == {"other": "IN_SYNC", "test": "IN_SYNC", "val": "DELETED"}
+
+        await eventually(recorded)
+        assert any("Drift found: DELETED" in r for r in await reasons(cv, "s", "val"))
+        assert (await cv.get_stack("s")).stack_status == "CREATE_COMPLETE"
+
+
 async def test_ignore_does_nothing(served: tuple[Converge, Any, TestWorld]) -> None:
     cv, sync, world = served
     await cv.create_stack("s", TEMPLATE, drift_policy="ignore")

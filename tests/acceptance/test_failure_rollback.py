@@ -144,6 +144,20 @@ resources:
     )
 
 
+async def test_replacement_asked_from_create_fails_the_resource(cv: Converge) -> None:
+    template = """
+heat_template_version: 2021-04-16
+resources:
+  odd: {type: Test::Thing, properties: {replace_on_create: true}}
+"""
+    stack = await cv.create_stack("t", template, disable_rollback=True)
+    assert stack.stack_status == "CREATE_FAILED"
+    assert stack.stack_status_reason == (
+        "Resource CREATE failed: Error: resources.odd: odd wants replacing already (while creating)"
+    )
+    assert [r.resource_status for r in await cv.list_resources("t")] == ["CREATE_FAILED"]
+
+
 async def test_per_action_timeout_fails_the_resource(
     tmp_path: Path, registry: PluginRegistry, reality: Reality
 ) -> None:

@@ -52,6 +52,8 @@ class WorldThing(ResourcePlugin):
             PropertyType.BOOLEAN, default=False, update_allowed=True
         ),
         "gate": PropertySchema(PropertyType.STRING, default="", update_allowed=True),
+        # a misbehaving plugin: asks for replacement from create (only update may)
+        "replace_on_create": PropertySchema(PropertyType.BOOLEAN, default=False),
     }
     attributes_schema: ClassVar[Mapping[str, AttributeSchema]] = {
         "value": AttributeSchema("the value"),
@@ -70,6 +72,8 @@ class WorldThing(ResourcePlugin):
         await self._maybe_wait(properties)
         if properties.get("fail"):
             raise PermanentFailure(f"Thing {ctx.resource_name} failed")
+        if properties.get("replace_on_create"):
+            raise ReplacementRequired(f"{ctx.resource_name} wants replacing already")
         pid = self.reality.new_id(ctx.resource_name)
         self.reality.things[pid] = {**properties, "__name__": ctx.resource_name}
         self.reality.log.append(("create", ctx.resource_name, pid))

@@ -12,6 +12,7 @@ says what is drifted, the notification only saves waiting).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
@@ -43,6 +44,8 @@ class Notification(Protocol):
     def stack_id(self) -> str | None: ...
     @property
     def resource_id(self) -> int | None: ...
+    @property
+    def observed_at(self) -> float: ...
 
 
 class EntitySnapshot(Protocol):
@@ -57,6 +60,7 @@ class DriftHandler:
         self.worker = worker
         # Resources whose reality changed while their stack was busy: looked at again.
         self._later: set[tuple[str, int]] = set()
+        self._healing: dict[str, asyncio.Lock] = {}
 
     # --- the consumer callbacks (converge.observe.consume) ------------------------------
 
@@ -66,7 +70,11 @@ class DriftHandler:
             resource_id = getattr(entity, "resource_id", None)
             if stack_id and resource_id is not None:
                 await self.observed(
-                    stack_id, int(resource_id), str(entity.physical_id), entity.essence
+                    stack_id,
+                    int(resource_id),
+                    str(entity.physical_id),
+                    entity.essence,
+                    observed_at=float(getattr(entity, "last_seen", 0.0)),
                 )
 
     async def apply_change(self, notification: Notification) -> None:
@@ -79,6 +87,7 @@ class DriftHandler:
                 int(notification.resource_id),
                 notification.physical_id,
                 essence,
+                observed_at=notification.observed_at,
             )
         except ConvergeError as exc:
             # The store failed: recheck looks at it again rather than the consumer dying.
@@ -93,8 +102,14 @@ class DriftHandler:
         resource_id: int,
         physical_id: str,
         essence: Mapping[str, Any] | None,
+        *,
+        observed_at: float,
     ) -> None:
-        """A resource's reality as the synchronizer saw it (essence None: gone)."""
+        """A resource's reality as seen at ``observed_at`` (essence None: gone).
+
+        Observations race (a sample, a notification, a direct look): one older than the
+        drift already recorded is dropped, so a stale "in sync" never hides new drift.
+        """
         try:
             stack = await self.ctx.store.get_stack(stack_id)
         except NotFound:
@@ -104,6 +119,8 @@ class DriftHandler:
         row = await self.ctx.store.get_resource(resource_id)
         if row is None or row.physical_resource_id != physical_id:
             return  # replaced or deleted since: this is about a thing we let go
+        if row.drift_checked_at is not None and row.drift_checked_at > observed_at:
+            return  # a newer observation was recorded already
         if _is_busy(stack, row):
             # Our own actions change reality too: judge only once the stack settled.
             self._later.add((stack_id, resource_id))
@@ -113,14 +130,18 @@ class DriftHandler:
         plugin = self.ctx.registry.plugin(row.type)
         hidden = frozenset(n for n, p in plugin.properties_schema.items() if p.hidden)
         drift = compare(plugin.essence(row.properties_data), essence, hidden)
-        await self._record(stack, row, drift)
+        if not await self._record(stack, row, drift, observed_at):
+            return
         if drift.status != DriftStatus.IN_SYNC and stack.drift_policy == DriftPolicy.HEAL:
             await self.heal(stack.id)
 
-    async def _record(self, stack: StackRecord, row: ResourceRecord, drift: Drift) -> None:
+    async def _record(
+        self, stack: StackRecord, row: ResourceRecord, drift: Drift, observed_at: float
+    ) -> bool:
+        """Store the drift; False when a newer observation got there first."""
         detail = {name: dict(change) for name, change in drift.detail.items()}
         if row.drift_status == drift.status and dict(row.drift_detail) == detail:
-            return  # nothing new: no duplicate events
+            return True  # nothing new: no duplicate events
         events: list[NewEvent] = []
         if drift.status == DriftStatus.IN_SYNC:
             if row.drift_status in _DRIFTED:
@@ -130,22 +151,29 @@ class DriftHandler:
             if stack.drift_policy == DriftPolicy.NOTIFY:
                 reason += " (drift policy notify: not corrected)"
             events.append(_event(row, Status.COMPLETE, reason))
-        await self.ctx.store.set_drift(
+        stored = await self.ctx.store.set_drift(
             row.id,
-            {
-                "drift_status": str(drift.status),
-                "drift_detail": detail,
-                "drift_checked_at": self.ctx.clock.now(),
-            },
+            {"drift_status": str(drift.status), "drift_detail": detail},
             events=events,
             stack_id=stack.id,
+            observed_at=observed_at,
         )
-        log.info("drift", extra={"stack": stack.name, "resource": row.name, "drift": drift.status})
+        if stored:
+            log.info(
+                "drift", extra={"stack": stack.name, "resource": row.name, "drift": drift.status}
+            )
+        return stored
 
     # --- healing ---------------------------------------------------------------------
 
     async def heal(self, stack_id: str) -> StackRecord | None:
         """Start a heal of the stack's drifted resources that may be healed now."""
+        # The consumer and recheck both heal: one at a time per stack, or both would count
+        # the same attempt and start two updates.
+        async with self._healing.setdefault(stack_id, asyncio.Lock()):
+            return await self._heal(stack_id)
+
+    async def _heal(self, stack_id: str) -> StackRecord | None:
         stack = await self.ctx.store.get_stack(stack_id)
         if not _may_heal(stack) or stack.raw_template_id is None:
             return None
@@ -214,7 +242,8 @@ class DriftHandler:
     # --- the level-triggered pass -------------------------------------------------------
 
     async def recheck(self) -> None:
-        """Observe again what was seen while busy and what heal-policy stacks have drifted.
+        """Observe again what was seen while busy, what heal-policy stacks have drifted, and
+        what the synchronizer has never confirmed.
 
         Observed directly (not from a notification): drift recorded earlier may be gone
         by now, and a heal must act on reality as it is.
@@ -224,10 +253,15 @@ class DriftHandler:
         now = self.ctx.clock.now()
         stable_after = self.ctx.settings.heal_policy.stable_after
         for stack in stacks.values():
-            if stack.drift_policy == DriftPolicy.HEAL and _may_heal(stack):
-                for row in await self.ctx.store.list_resources(stack.id):
-                    if row.status == Status.FAILED:
-                        continue
+            if stack.drift_policy == DriftPolicy.IGNORE or not _may_heal(stack):
+                continue
+            healing = stack.drift_policy == DriftPolicy.HEAL
+            for row in await self.ctx.store.list_resources(stack.id):
+                if _never_confirmed(row):
+                    # The synchronizer never saw it: gone before its first sample (or while
+                    # no synchronizer ran), so no sampler can notice that it is missing.
+                    later.add((stack.id, row.id))
+                elif healing and row.status != Status.FAILED:
                     # Recently healed ones too: a sampler that missed the healed state
                     # between two changes by someone else would see no change at all.
                     recently_healed = (
@@ -246,12 +280,23 @@ class DriftHandler:
                 continue
             if row.type not in self.ctx.registry:
                 continue
+            started = self.ctx.clock.now()
             try:
                 observed = (await self.worker.observe_drift(stack, row)).essence
             except ActionFailed as failed:
                 log.warning("cannot observe", extra={"resource": row.name, "error": failed.reason})
                 continue
-            await self.observed(stack_id, resource_id, found.physical_resource_id, observed)
+            await self.observed(
+                stack_id, resource_id, found.physical_resource_id, observed, observed_at=started
+            )
+
+
+def _never_confirmed(row: ResourceRecord) -> bool:
+    return (
+        row.status == Status.COMPLETE
+        and row.physical_resource_id is not None
+        and row.drift_status == str(DriftStatus.NOT_CHECKED)
+    )
 
 
 def _is_busy(stack: StackRecord, row: ResourceRecord) -> bool:

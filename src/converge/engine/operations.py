@@ -350,6 +350,7 @@ def _existing(row: ResourceRecord) -> ExistingResource:
         requires=row.requires,
         replaces=row.replaces,
         current_template_id=row.current_template_id,
+        untouched=row.action == Action.INIT and row.replaced_by is None,
     )
 
 

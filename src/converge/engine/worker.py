@@ -291,6 +291,11 @@ class Worker:
                         else {}
                     )
                 except _Replace as replace:
+                    if action == Action.CREATE:
+                        # Only ``update`` may ask for a replacement (plugin contract).
+                        reason = f"Error: resources.{claimed.name}: {replace} (while creating)"
+                        await self._fail_resource(stack, claimed, action, reason)
+                        return
                     # The plugin cannot update in place: release this row, make a new one.
                     released = await self.ctx.store.update_resource(
                         claimed.id,
@@ -335,7 +340,7 @@ class Worker:
             "hook_pending": None,
         }
         if drift_checked:
-            changes.update(_IN_SYNC)
+            changes.update(_IN_SYNC, drift_checked_at=self.ctx.clock.now())
         events = [_event(claimed, action, Status.COMPLETE, "state changed", outcome.physical_id)]
         if pause:
             changes["hook_pending"] = _hook_marker(post_hook, stack.current_traversal, node)
@@ -389,7 +394,7 @@ class Worker:
             "attr_data": dict(attributes),
         }
         if drift_checked:
-            changes.update(_IN_SYNC)
+            changes.update(_IN_SYNC, drift_checked_at=self.ctx.clock.now())
         await self._finish(
             stack, graph, node, _with(target, changes), target.atomic_key, changes=changes
         )

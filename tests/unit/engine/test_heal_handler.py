@@ -42,6 +42,7 @@ class Note:
     essence: Mapping[str, Any] | None
     stack_id: str | None
     resource_id: int | None
+    observed_at: float = 0.0
 
 
 @pytest.fixture
@@ -70,7 +71,8 @@ async def note_for(cv: Converge, name: str, essence: Mapping[str, Any] | None) -
     row = {r.resource_name: r for r in await cv.list_resources("s")}[name]
     stack = await cv.get_stack("s")
     kind = "gone" if essence is None else "changed"
-    return Note(row.physical_resource_id, kind, essence, stack.id, row.id)
+    now = cv.engine.ctx.clock.now()  # observed now, on the engine's (fake) clock
+    return Note(row.physical_resource_id, kind, essence, stack.id, row.id, now)
 
 
 async def drift_of(cv: Converge, name: str) -> str:

@@ -44,6 +44,36 @@ def test_create_orders_updates_by_requirements() -> None:
     assert U(1) in graph.predecessors_of(C(1))
 
 
+def test_untouched_rows_of_a_create_have_no_cleanup_node() -> None:
+    fresh = [
+        ExistingResource(1, "a", frozenset(), None, None, untouched=True),
+        ExistingResource(2, "b", frozenset(), None, None, untouched=True),
+    ]
+    graph = build_traversal_graph({"a": [], "b": ["a"]}, {"a": 1, "b": 2}, fresh)
+    assert set(graph.nodes) == {U(1), U(2)}
+    assert graph.predecessors_of(STACK_NODE) == {U(2)}
+
+
+def test_untouched_rows_keep_cleanup_when_dropped_or_ordering_others() -> None:
+    untouched_dropped = ExistingResource(1, "gone", frozenset(), None, None, untouched=True)
+    untouched_replacement = ExistingResource(3, "a", frozenset(), 2, None, untouched=True)
+    original = row(2, "a")
+    graph = build_traversal_graph(
+        {"a": []}, {"a": 3}, [untouched_dropped, original, untouched_replacement]
+    )
+    assert C(1) in graph  # not in the template: its row must still go
+    # the original goes only after its (never created) replacement's cleanup
+    assert C(3) in graph.predecessors_of(C(2))
+
+
+def test_stack_predecessors_follow_added_edges() -> None:
+    graph = TraversalGraph()
+    graph.add_node(U(1))
+    assert graph.predecessors_of(STACK_NODE) == {U(1)}
+    graph.add_edge(U(2), U(1))
+    assert graph.predecessors_of(STACK_NODE) == {U(2)}
+
+
 def test_removed_resources_are_deleted_dependents_first() -> None:
     # old: web requires db; new template: empty (delete)
     existing = [row(1, "db"), row(2, "web", {1})]

@@ -539,11 +539,14 @@ class SqlStore:
         *,
         events: Sequence[NewEvent] = (),
         stack_id: str | None = None,
+        observed_at: float | None = None,
     ) -> bool:
         """Write drift and heal columns only, without taking the row's ``atomic_key``.
 
         Drift is recorded while workers may hold the row: bumping the key would make their
         compare-and-swap fail. Only the drift_* and heal_* columns may be given.
+        ``observed_at``: when the observation behind the change began; it becomes
+        ``drift_checked_at`` and nothing is written (False) if a newer one is recorded.
         """
         allowed = {
             "drift_status",
@@ -555,7 +558,7 @@ class SqlStore:
         }
         if not set(changes) <= allowed:
             raise ValueError(f"set_drift cannot write {sorted(set(changes) - allowed)}")
-        return await self._run(self._set_drift, resource_id, changes, events, stack_id)
+        return await self._run(self._set_drift, resource_id, changes, events, stack_id, observed_at)
 
     def _set_drift(
         self,
@@ -563,12 +566,16 @@ class SqlStore:
         changes: Mapping[str, Any],
         events: Sequence[NewEvent],
         stack_id: str | None,
+        observed_at: float | None,
     ) -> bool:
         with self._tx() as conn:
             values = {key: _column_value(value) for key, value in changes.items()}
-            done = conn.execute(
-                t.resource.update().where(t.resource.c.id == resource_id).values(**values)
-            ).rowcount
+            where = [t.resource.c.id == resource_id]
+            if observed_at is not None:
+                values["drift_checked_at"] = observed_at
+                checked = t.resource.c.drift_checked_at
+                where.append(sa.or_(checked.is_(None), checked <= observed_at))
+            done = conn.execute(t.resource.update().where(*where).values(**values)).rowcount
             if done and events and stack_id:
                 self._add_events(conn, stack_id, events)
             return bool(done)
