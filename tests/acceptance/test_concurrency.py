@@ -51,6 +51,7 @@ async def test_update_mid_create_builds_untouched_resources_once(
             "fail": False,
             "replace_on_update": False,
             "gate": "",
+            "replace_on_create": False,
             "__name__": "a",
         }
     }

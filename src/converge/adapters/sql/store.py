@@ -10,11 +10,13 @@ counts once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
+import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -49,6 +51,33 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 # Columns read on the hot path: never the traversal graph, which can be megabytes.
 _STACK_COLUMNS = [c for c in t.stack.c if c.name != "current_deps"]
 
+# The statements every resource check runs, built once: SQLAlchemy then reuses their
+# compiled form without rebuilding and hashing the expression on each call (which cost
+# more than the SQL itself).
+_res, _rep = t.resource.c, t.sync_report.c
+_SELECT_STACK = sa.select(*_STACK_COLUMNS).where(t.stack.c.id == sa.bindparam("stack_id"))
+_SELECT_CURRENT_TRAVERSAL = sa.select(t.stack.c.current_traversal).where(
+    t.stack.c.id == sa.bindparam("stack_id")
+)
+_SELECT_RESOURCE = sa.select(t.resource).where(_res.id == sa.bindparam("resource_id"))
+# Compare-and-swap: the SET columns come from the parameters of each call.
+_CAS_RESOURCE = t.resource.update().where(
+    _res.id == sa.bindparam("_resource_id"), _res.atomic_key == sa.bindparam("_expected_key")
+)
+_DELETE_RESOURCE = t.resource.delete().where(
+    _res.id == sa.bindparam("_resource_id"), _res.atomic_key == sa.bindparam("_expected_key")
+)
+_SYNC_POINT = (
+    _rep.traversal_id == sa.bindparam("traversal_id"),
+    _rep.target_resource_id == sa.bindparam("target_resource_id"),
+    _rep.target_is_update == sa.bindparam("target_is_update"),
+)
+_SELECT_REPORTS = sa.select(_rep.sender_resource_id, _rep.sender_is_update, _rep.data).where(
+    *_SYNC_POINT
+)
+_COUNT_REPORTS = sa.select(sa.func.count()).select_from(t.sync_report).where(*_SYNC_POINT)
+_INSERT_EVENT = t.event.insert()
+
 
 def sqlite_url(path: str | os.PathLike[str]) -> str:
     return f"sqlite:///{Path(path).resolve()}"
@@ -69,6 +98,10 @@ class SqlStore:
         self._executor = ThreadPoolExecutor(
             max_workers=workers, thread_name_prefix="converge-store"
         )
+        self._insert_report = self._insert_ignore(t.sync_report)
+        # SQLite: the store's one thread keeps its connection (no pool checkout and reset
+        # per transaction). PostgreSQL: connections come from the pool, which checks them.
+        self._held = threading.local()
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -91,8 +124,15 @@ class SqlStore:
             command.upgrade(config, "head")
 
     async def close(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._executor, self._engine.dispose)
+        await asyncio.get_running_loop().run_in_executor(self._executor, self._release)
         self._executor.shutdown(wait=True)
+
+    def _release(self) -> None:
+        held: Connection | None = getattr(self._held, "conn", None)
+        if held is not None:
+            held.close()
+            self._held.conn = None
+        self._engine.dispose()
 
     @property
     def url(self) -> str:
@@ -107,8 +147,18 @@ class SqlStore:
         except OperationalError as exc:
             raise StoreError(f"database error: {exc.orig}") from exc
 
-    def _tx(self) -> Any:
-        return self._engine.begin()
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[Connection]:
+        """One transaction: committed when the block ends, rolled back if it raises."""
+        if not self.is_sqlite:
+            with self._engine.begin() as conn:
+                yield conn
+            return
+        conn = getattr(self._held, "conn", None)
+        if conn is None or conn.closed or conn.invalidated:
+            conn = self._held.conn = self._engine.connect()
+        with conn.begin():
+            yield conn
 
     def _insert_ignore(self, table: sa.Table) -> Any:
         if self.is_sqlite:
@@ -241,7 +291,7 @@ class SqlStore:
             return self._stack_by_id(conn, stack_id)
 
     def _stack_by_id(self, conn: Connection, stack_id: str) -> StackRecord:
-        row = conn.execute(sa.select(*_STACK_COLUMNS).where(t.stack.c.id == stack_id)).one_or_none()
+        row = conn.execute(_SELECT_STACK, {"stack_id": stack_id}).one_or_none()
         if row is None:
             raise NotFound(f"stack {stack_id} not found")
         return _stack_record(row)
@@ -456,9 +506,7 @@ class SqlStore:
             return self._resource_by_id(conn, resource_id)
 
     def _resource_by_id(self, conn: Connection, resource_id: int) -> ResourceRecord | None:
-        row = conn.execute(
-            sa.select(t.resource).where(t.resource.c.id == resource_id)
-        ).one_or_none()
+        row = conn.execute(_SELECT_RESOURCE, {"resource_id": resource_id}).one_or_none()
         return None if row is None else _resource_record(row)
 
     async def load_for_check(
@@ -477,17 +525,7 @@ class SqlStore:
         return stack, resource, reports
 
     def _reports(self, conn: Connection, traversal_id: str, node: GraphNode) -> list[Report]:
-        rows = conn.execute(
-            sa.select(
-                t.sync_report.c.sender_resource_id,
-                t.sync_report.c.sender_is_update,
-                t.sync_report.c.data,
-            ).where(
-                t.sync_report.c.traversal_id == traversal_id,
-                t.sync_report.c.target_resource_id == node.resource_id,
-                t.sync_report.c.target_is_update == node.is_update,
-            )
-        ).all()
+        rows = conn.execute(_SELECT_REPORTS, _sync_point(traversal_id, node)).all()
         return [Report(row[0], bool(row[1]), row[2]) for row in rows]
 
     async def update_resource(
@@ -525,12 +563,9 @@ class SqlStore:
         values = {key: _column_value(value) for key, value in changes.items()}
         values["atomic_key"] = expected_key + 1
         values.setdefault("updated_at", self._clock())
-        result = conn.execute(
-            t.resource.update()
-            .where(t.resource.c.id == resource_id, t.resource.c.atomic_key == expected_key)
-            .values(**values)
-        )
-        return result.rowcount == 1
+        values["_resource_id"] = resource_id
+        values["_expected_key"] = expected_key
+        return conn.execute(_CAS_RESOURCE, values).rowcount == 1
 
     async def set_drift(
         self,
@@ -654,10 +689,8 @@ class SqlStore:
             if resource_id is not None and expected_key is not None:
                 if delete_resource:
                     deleted = conn.execute(
-                        t.resource.delete().where(
-                            t.resource.c.id == resource_id,
-                            t.resource.c.atomic_key == expected_key,
-                        )
+                        _DELETE_RESOURCE,
+                        {"_resource_id": resource_id, "_expected_key": expected_key},
                     ).rowcount
                     if deleted != 1:
                         conn.rollback()
@@ -670,7 +703,7 @@ class SqlStore:
             self._add_events(conn, stack_id, events)
             ready = self._report(conn, stack_id, traversal_id, sender, reports, expected_counts)
             current = conn.execute(
-                sa.select(t.stack.c.current_traversal).where(t.stack.c.id == stack_id)
+                _SELECT_CURRENT_TRAVERSAL, {"stack_id": stack_id}
             ).scalar_one_or_none()
         return True, ready, current or ""
 
@@ -686,7 +719,7 @@ class SqlStore:
         if not reports:
             return []
         conn.execute(
-            self._insert_ignore(t.sync_report),
+            self._insert_report,
             [
                 {
                     "traversal_id": traversal_id,
@@ -708,15 +741,7 @@ class SqlStore:
         return ready
 
     def _count_reports(self, conn: Connection, traversal_id: str, target: GraphNode) -> int:
-        return int(
-            conn.execute(
-                sa.select(sa.func.count()).where(
-                    t.sync_report.c.traversal_id == traversal_id,
-                    t.sync_report.c.target_resource_id == target.resource_id,
-                    t.sync_report.c.target_is_update == target.is_update,
-                )
-            ).scalar_one()
-        )
+        return int(conn.execute(_COUNT_REPORTS, _sync_point(traversal_id, target)).scalar_one())
 
     async def count_reports(self, traversal_id: str, target: GraphNode) -> int:
         return await self._run(self._count_reports_tx, traversal_id, target)
@@ -761,7 +786,7 @@ class SqlStore:
             return
         now = self._clock()
         conn.execute(
-            t.event.insert(),
+            _INSERT_EVENT,
             [
                 {
                     "stack_id": stack_id,
@@ -892,6 +917,14 @@ def _create_engine(url: str) -> Engine:
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url[len("postgresql://") :]
     return sa.create_engine(url, pool_size=8, max_overflow=4, pool_pre_ping=True)
+
+
+def _sync_point(traversal_id: str, node: GraphNode) -> dict[str, Any]:
+    return {
+        "traversal_id": traversal_id,
+        "target_resource_id": node.resource_id,
+        "target_is_update": node.is_update,
+    }
 
 
 def _safe_url(url: str) -> str:
