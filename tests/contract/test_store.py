@@ -212,3 +212,37 @@ async def test_purge_keeps_needed_templates(store: SqlStore) -> None:
     with pytest.raises(NotFound):
         await store.get_template(t1)
     assert (await store.get_template(t3)).template == {"a": 3}
+
+
+async def test_a_row_reads_the_same_by_every_path(store: SqlStore) -> None:
+    """The single-row reads and writes of a check (SQLite runs them on its own connection)
+    agree with the SQLAlchemy paths: JSON values, nulls, sets and enums round-trip."""
+    stack_id = await new_stack(store)
+    stack = await store.get_stack(stack_id)
+
+    def build(rows: list) -> tuple[dict, dict]:  # type: ignore[type-arg]
+        return {"current_traversal": "t1"}, {"nodes": [], "edges": []}
+
+    await store.start_traversal(stack_id, stack.atomic_key, [NewResource("a", "T")], build)
+    (row,) = await store.list_resources(stack_id)
+    changes = {
+        "action": Action.CREATE,
+        "status": Status.COMPLETE,
+        "properties_data": {"nested": {"list": [1, "two", None]}, "flag": True, "none": None},
+        "attr_data": {"ünïcode": "✓"},
+        "requires": frozenset({3, 1}),
+        "hook_pending": None,
+        "cleared_hooks": ("t1:pre-create",),
+        "physical_resource_id": "phys-1",
+    }
+    written = await store.update_resource(row.id, row.atomic_key, changes, current=row)
+    reread = await store.get_resource(row.id)
+    (listed,) = await store.list_resources(stack_id)
+    assert written == reread == listed
+    assert reread is not None
+    assert reread.properties_data == changes["properties_data"]
+    assert reread.requires == frozenset({1, 3}) and reread.action is Action.CREATE
+    loaded_stack, loaded, reports = await store.load_for_check(
+        stack_id, GraphNode(row.id, True), "t1"
+    )
+    assert loaded == listed and reports == [] and loaded_stack == await store.get_stack(stack_id)

@@ -73,13 +73,16 @@ class Worker:
 
     async def check(self, message: CheckResource) -> None:
         node = GraphNode(message.resource_id, message.is_update)
+        graph = await self.ctx.graph(message.stack_id, message.traversal_id)
+        if graph is None or node not in graph:
+            return  # superseded: whoever holds the resource re-triggers it in the new one
         stack, row, reports = await self.ctx.store.load_for_check(
-            message.stack_id, node, message.traversal_id
+            message.stack_id,
+            node,
+            message.traversal_id,
+            with_reports=bool(graph.predecessors_of(node)),
         )
         if stack.current_traversal != message.traversal_id or stack.status != Status.IN_PROGRESS:
-            return  # superseded: whoever holds the resource re-triggers it in the new one
-        graph = await self.ctx.graph(stack.id, message.traversal_id)
-        if graph is None or node not in graph:
             return
         if row is None:
             if node.is_update:
@@ -515,6 +518,7 @@ class Worker:
             },
             events=[_event(row, action, Status.IN_PROGRESS, reason, row.physical_resource_id)],
             stack_id=stack.id,
+            current=row,
         )
 
     async def _pause(

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import os
+import sqlite3
 import threading
 import time
 import uuid
@@ -29,6 +31,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from converge.adapters.sql import tables as t
+from converge.adapters.sql.sqlite_hot import SqliteHotPath
 from converge.core.states import Action, Status
 from converge.core.traversal import GraphNode
 from converge.errors import Conflict, NotFound, StoreError
@@ -102,6 +105,7 @@ class SqlStore:
         # SQLite: the store's one thread keeps its connection (no pool checkout and reset
         # per transaction). PostgreSQL: connections come from the pool, which checks them.
         self._held = threading.local()
+        self._hot = SqliteHotPath() if self.is_sqlite else None
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -154,11 +158,19 @@ class SqlStore:
             with self._engine.begin() as conn:
                 yield conn
             return
-        conn = getattr(self._held, "conn", None)
-        if conn is None or conn.closed or conn.invalidated:
-            conn = self._held.conn = self._engine.connect()
-        with conn.begin():
-            yield conn
+        held: Connection | None = getattr(self._held, "conn", None)
+        if held is None or held.closed or held.invalidated:
+            held = self._held.conn = self._engine.connect()
+        with held.begin():
+            yield held
+
+    def _raw(self, conn: Connection) -> sqlite3.Connection | None:
+        """SQLite's own connection under ``conn``, for the hot statements (None: PostgreSQL)."""
+        if self._hot is None:
+            return None
+        raw = conn.connection.dbapi_connection
+        assert isinstance(raw, sqlite3.Connection)
+        return raw
 
     def _insert_ignore(self, table: sa.Table) -> Any:
         if self.is_sqlite:
@@ -200,7 +212,7 @@ class SqlStore:
                     created_at=self._clock(),
                 )
             )
-            return int(result.inserted_primary_key[0])
+            return _inserted_id(result)
 
     async def get_template(self, template_id: int) -> TemplateRecord:
         return await self._run(self._get_template, template_id)
@@ -291,7 +303,11 @@ class SqlStore:
             return self._stack_by_id(conn, stack_id)
 
     def _stack_by_id(self, conn: Connection, stack_id: str) -> StackRecord:
-        row = conn.execute(_SELECT_STACK, {"stack_id": stack_id}).one_or_none()
+        raw = self._raw(conn)
+        if raw is not None and self._hot is not None:
+            row = self._hot.stack(raw, stack_id)
+        else:
+            row = conn.execute(_SELECT_STACK, {"stack_id": stack_id}).one_or_none()
         if row is None:
             raise NotFound(f"stack {stack_id} not found")
         return _stack_record(row)
@@ -506,25 +522,34 @@ class SqlStore:
             return self._resource_by_id(conn, resource_id)
 
     def _resource_by_id(self, conn: Connection, resource_id: int) -> ResourceRecord | None:
-        row = conn.execute(_SELECT_RESOURCE, {"resource_id": resource_id}).one_or_none()
+        raw = self._raw(conn)
+        if raw is not None and self._hot is not None:
+            row = self._hot.resource(raw, resource_id)
+        else:
+            row = conn.execute(_SELECT_RESOURCE, {"resource_id": resource_id}).one_or_none()
         return None if row is None else _resource_record(row)
 
     async def load_for_check(
-        self, stack_id: str, node: GraphNode, traversal_id: str
+        self, stack_id: str, node: GraphNode, traversal_id: str, *, with_reports: bool = True
     ) -> tuple[StackRecord, ResourceRecord | None, list[Report]]:
-        """Everything a worker reads before deciding: stack, resource, sync point reports."""
-        return await self._run(self._load_for_check, stack_id, node, traversal_id)
+        """Everything a worker reads before deciding: stack, resource, sync point reports
+        (none read when ``with_reports`` is False: a node that waits for nothing)."""
+        return await self._run(self._load_for_check, stack_id, node, traversal_id, with_reports)
 
     def _load_for_check(
-        self, stack_id: str, node: GraphNode, traversal_id: str
+        self, stack_id: str, node: GraphNode, traversal_id: str, with_reports: bool
     ) -> tuple[StackRecord, ResourceRecord | None, list[Report]]:
         with self._tx() as conn:
             stack = self._stack_by_id(conn, stack_id)
             resource = self._resource_by_id(conn, node.resource_id)
-            reports = self._reports(conn, traversal_id, node)
+            reports = self._reports(conn, traversal_id, node) if with_reports else []
         return stack, resource, reports
 
     def _reports(self, conn: Connection, traversal_id: str, node: GraphNode) -> list[Report]:
+        raw = self._raw(conn)
+        if raw is not None and self._hot is not None:
+            found = self._hot.reports(raw, traversal_id, node.resource_id, node.is_update)
+            return [Report(sender, is_update, data) for sender, is_update, data in found]
         rows = conn.execute(_SELECT_REPORTS, _sync_point(traversal_id, node)).all()
         return [Report(row[0], bool(row[1]), row[2]) for row in rows]
 
@@ -536,10 +561,15 @@ class SqlStore:
         *,
         events: Sequence[NewEvent] = (),
         stack_id: str | None = None,
+        current: ResourceRecord | None = None,
     ) -> ResourceRecord | None:
-        """Compare-and-swap a resource row; None when someone else changed it first."""
+        """Compare-and-swap a resource row; None when someone else changed it first.
+
+        Returns the row as written: read back, or, given ``current`` (the row as read
+        at ``expected_key``), ``current`` with the changes applied, saving the read.
+        """
         return await self._run(
-            self._update_resource_tx, resource_id, expected_key, changes, events, stack_id
+            self._update_resource_tx, resource_id, expected_key, changes, events, stack_id, current
         )
 
     def _update_resource_tx(
@@ -549,12 +579,17 @@ class SqlStore:
         changes: Mapping[str, Any],
         events: Sequence[NewEvent],
         stack_id: str | None,
+        current: ResourceRecord | None,
     ) -> ResourceRecord | None:
+        changes = dict(changes)
+        changes.setdefault("updated_at", self._clock())
         with self._tx() as conn:
             if not self._cas_resource(conn, resource_id, expected_key, changes):
                 return None
             if events and stack_id:
                 self._add_events(conn, stack_id, events)
+            if current is not None and current.atomic_key == expected_key:
+                return _merged(current, changes, expected_key + 1)
             return self._resource_by_id(conn, resource_id)
 
     def _cas_resource(
@@ -563,6 +598,9 @@ class SqlStore:
         values = {key: _column_value(value) for key, value in changes.items()}
         values["atomic_key"] = expected_key + 1
         values.setdefault("updated_at", self._clock())
+        raw = self._raw(conn)
+        if raw is not None and self._hot is not None:
+            return self._hot.cas_resource(raw, resource_id, expected_key, values)
         values["_resource_id"] = resource_id
         values["_expected_key"] = expected_key
         return conn.execute(_CAS_RESOURCE, values).rowcount == 1
@@ -628,7 +666,7 @@ class SqlStore:
             result = conn.execute(
                 t.resource.insert().values(**_new_resource_row(old.stack_id, new, self._clock()))
             )
-            new_id = int(result.inserted_primary_key[0])
+            new_id = _inserted_id(result)
             changes = dict(old_changes)
             changes["replaced_by"] = new_id
             if not self._cas_resource(conn, old.id, old.atomic_key, changes):
@@ -688,11 +726,7 @@ class SqlStore:
         with self._tx() as conn:
             if resource_id is not None and expected_key is not None:
                 if delete_resource:
-                    deleted = conn.execute(
-                        _DELETE_RESOURCE,
-                        {"_resource_id": resource_id, "_expected_key": expected_key},
-                    ).rowcount
-                    if deleted != 1:
+                    if not self._delete_resource(conn, resource_id, expected_key):
                         conn.rollback()
                         return False, [], ""
                 elif changes is not None and not self._cas_resource(
@@ -702,10 +736,25 @@ class SqlStore:
                     return False, [], ""
             self._add_events(conn, stack_id, events)
             ready = self._report(conn, stack_id, traversal_id, sender, reports, expected_counts)
-            current = conn.execute(
-                _SELECT_CURRENT_TRAVERSAL, {"stack_id": stack_id}
-            ).scalar_one_or_none()
+            current = self._current_traversal(conn, stack_id)
         return True, ready, current or ""
+
+    def _delete_resource(self, conn: Connection, resource_id: int, expected_key: int) -> bool:
+        raw = self._raw(conn)
+        if raw is not None and self._hot is not None:
+            return self._hot.delete_resource(raw, resource_id, expected_key)
+        deleted = conn.execute(
+            _DELETE_RESOURCE, {"_resource_id": resource_id, "_expected_key": expected_key}
+        ).rowcount
+        return bool(deleted == 1)
+
+    def _current_traversal(self, conn: Connection, stack_id: str) -> str | None:
+        raw = self._raw(conn)
+        if raw is not None and self._hot is not None:
+            return self._hot.current_traversal(raw, stack_id)
+        found = conn.execute(_SELECT_CURRENT_TRAVERSAL, {"stack_id": stack_id})
+        current: str | None = found.scalar_one_or_none()
+        return current
 
     def _report(
         self,
@@ -718,29 +767,35 @@ class SqlStore:
     ) -> list[GraphNode]:
         if not reports:
             return []
-        conn.execute(
-            self._insert_report,
-            [
-                {
-                    "traversal_id": traversal_id,
-                    "target_resource_id": target.resource_id,
-                    "target_is_update": target.is_update,
-                    "sender_resource_id": sender.resource_id,
-                    "sender_is_update": sender.is_update,
-                    "stack_id": stack_id,
-                    "data": dict(data),
-                }
-                for target, data in reports.items()
-            ],
-        )
+        rows = [
+            {
+                "traversal_id": traversal_id,
+                "target_resource_id": target.resource_id,
+                "target_is_update": target.is_update,
+                "sender_resource_id": sender.resource_id,
+                "sender_is_update": sender.is_update,
+                "stack_id": stack_id,
+                "data": dict(data),
+            }
+            for target, data in reports.items()
+        ]
+        raw = self._raw(conn)
+        if raw is not None and self._hot is not None:
+            self._hot.add_reports(raw, rows)
+        else:
+            conn.execute(self._insert_report, rows)
         ready = []
         for target in reports:
-            received = self._count_reports(conn, traversal_id, target)
-            if received >= expected_counts.get(target, 0):
+            expected = expected_counts.get(target, 0)
+            # A target waiting for one report (this one, just stored) needs no count.
+            if expected <= 1 or self._count_reports(conn, traversal_id, target) >= expected:
                 ready.append(target)
         return ready
 
     def _count_reports(self, conn: Connection, traversal_id: str, target: GraphNode) -> int:
+        raw = self._raw(conn)
+        if raw is not None and self._hot is not None:
+            return self._hot.count_reports(raw, traversal_id, target.resource_id, target.is_update)
         return int(conn.execute(_COUNT_REPORTS, _sync_point(traversal_id, target)).scalar_one())
 
     async def count_reports(self, traversal_id: str, target: GraphNode) -> int:
@@ -785,22 +840,24 @@ class SqlStore:
         if not events:
             return
         now = self._clock()
-        conn.execute(
-            _INSERT_EVENT,
-            [
-                {
-                    "stack_id": stack_id,
-                    "resource_name": event.resource_name,
-                    "physical_resource_id": event.physical_resource_id,
-                    "resource_type": event.resource_type,
-                    "action": event.action,
-                    "status": event.status,
-                    "reason": event.reason,
-                    "created_at": now,
-                }
-                for event in events
-            ],
-        )
+        rows = [
+            {
+                "stack_id": stack_id,
+                "resource_name": event.resource_name,
+                "physical_resource_id": event.physical_resource_id,
+                "resource_type": event.resource_type,
+                "action": event.action,
+                "status": event.status,
+                "reason": event.reason,
+                "created_at": now,
+            }
+            for event in events
+        ]
+        raw = self._raw(conn)
+        if raw is not None and self._hot is not None:
+            self._hot.add_events(raw, rows)
+        else:
+            conn.execute(_INSERT_EVENT, rows)
 
     async def list_events(
         self,
@@ -917,6 +974,26 @@ def _create_engine(url: str) -> Engine:
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url[len("postgresql://") :]
     return sa.create_engine(url, pool_size=8, max_overflow=4, pool_pre_ping=True)
+
+
+def _merged(row: ResourceRecord, changes: Mapping[str, Any], atomic_key: int) -> ResourceRecord:
+    """``row`` as it reads after ``changes`` were written (typed as ``_resource_record``)."""
+    fields = dict(changes, atomic_key=atomic_key)
+    if "action" in fields:
+        fields["action"] = Action(fields["action"])
+    if "status" in fields:
+        fields["status"] = Status(fields["status"])
+    if "requires" in fields:
+        fields["requires"] = frozenset(fields["requires"])
+    if "cleared_hooks" in fields:
+        fields["cleared_hooks"] = tuple(fields["cleared_hooks"])
+    return dataclasses.replace(row, **fields)
+
+
+def _inserted_id(result: sa.CursorResult[Any]) -> int:
+    key = result.inserted_primary_key
+    assert key is not None  # a single-row insert into a table with a primary key
+    return int(key[0])
 
 
 def _sync_point(traversal_id: str, node: GraphNode) -> dict[str, Any]:
