@@ -246,3 +246,25 @@ async def test_a_row_reads_the_same_by_every_path(store: SqlStore) -> None:
         stack_id, GraphNode(row.id, True), "t1"
     )
     assert loaded == listed and reports == [] and loaded_stack == await store.get_stack(stack_id)
+
+
+async def test_sqlite_check_path_waits_for_a_lock_held_elsewhere(tmp_path: object) -> None:
+    """The inline fast path never waits; with the file locked, the store thread does."""
+    import sqlite3
+
+    path = f"{tmp_path}/locked.db"
+    store = SqlStore.open(f"sqlite:///{path}")
+    try:
+        stack_id = await new_stack(store)
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # another process mid-transaction
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.3, other.execute, "COMMIT")
+        started = loop.time()
+        await store.add_events(stack_id, [NewEvent("a", "T", "CREATE", "COMPLETE", "ok", None)])
+        assert loop.time() - started >= 0.25  # it waited for the lock, then wrote
+        other.close()
+        events = await store.list_events(stack_id)
+        assert [e.reason for e in events] == ["ok"]
+    finally:
+        await store.close()

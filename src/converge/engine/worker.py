@@ -627,8 +627,13 @@ class Worker:
         )
         if failed is None:
             return
+        # Past the stack's deadline the operation failed because it timed out, whichever
+        # of the deadline timer and this resource's own timeout fired first.
+        timed_out = stack.deadline is not None and self.ctx.clock.now() >= stack.deadline
         await self.operations.fail_traversal(
-            stack.id, stack.current_traversal, f"Resource {action} failed: {reason}"
+            stack.id,
+            stack.current_traversal,
+            "Timed out" if timed_out else f"Resource {action} failed: {reason}",
         )
         current = await self.ctx.store.get_stack(stack.id)
         if current.current_traversal not in ("", stack.current_traversal):

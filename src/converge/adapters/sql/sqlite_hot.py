@@ -122,6 +122,13 @@ class SqliteHotPath:
         params += [resource_id, expected_key]
         return raw.execute(sql, params).rowcount == 1
 
+    def insert_resource(self, raw: sqlite3.Connection, values: Mapping[str, Any]) -> int:
+        names = [name for name in _RESOURCE.columns if name in values]
+        sql = _insert_sql(_RESOURCE, names)
+        cursor = raw.execute(sql, [_RESOURCE.bind(name, values[name]) for name in names])
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
+
     def delete_resource(self, raw: sqlite3.Connection, resource_id: int, expected_key: int) -> bool:
         done = raw.execute(
             "DELETE FROM resource WHERE id = ? AND atomic_key = ?", (resource_id, expected_key)

@@ -21,12 +21,16 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar
 
 from converge.resources.base import AppliedState, ObserverContext, ResourceContext, ResourcePlugin
+from converge.sqlite_inline import Busy, InlineSqlite
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 SETTING = "test_world"
 Entities = dict[str, dict[str, dict[str, Any]]]  # type -> physical id -> entity
@@ -50,8 +54,10 @@ def world_path_for(state: str | os.PathLike[str]) -> Path:
 class TestWorld:
     """The test world in one SQLite file; every call is one short transaction.
 
-    Connections are per thread (plugins call in through ``asyncio.to_thread``, so from
-    several threads) and kept open: opening one costs more than the change itself.
+    Connections are per thread and kept open: opening one costs more than the change
+    itself. Plugins go through ``call``: on the event loop when the file is free (a change
+    costs microseconds, a hand-over to a thread a hundred of them), else on a thread that
+    waits for the lock (``converge world`` changing it from another process).
     """
 
     __test__ = False  # not a pytest class
@@ -60,6 +66,19 @@ class TestWorld:
         self.path = Path(path)
         self._local = threading.local()
         self._opening = threading.Lock()
+        self._inline = InlineSqlite(self.path, self._prepare_inline)
+
+    async def call(
+        self,
+        operation: Callable[Concatenate[sqlite3.Connection, P], R],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> R:
+        """``operation(connection, ...)``: inline when the file is free, else on a thread."""
+        try:
+            return self._inline.run(operation, *args, **kwargs)
+        except Busy:
+            return await asyncio.to_thread(lambda: operation(self._connection(), *args, **kwargs))
 
     def _connection(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -70,8 +89,19 @@ class TestWorld:
         return conn
 
     def _open(self) -> sqlite3.Connection:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        self._prepare(conn)
+        return conn
+
+    def _prepare_inline(self, conn: sqlite3.Connection) -> None:
+        # Never waits: a locked file raises, and the caller goes to a thread instead.
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute(_SCHEMA)
+
+    def _prepare(self, conn: sqlite3.Connection) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         # Switching a new file to WAL needs it to itself and does not wait for a busy
         # file (another process opening it at the same moment): retry for a while.
         for attempt in range(100):
@@ -84,7 +114,6 @@ class TestWorld:
                 time.sleep(0.05)
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute(_SCHEMA)
-        return conn
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -106,32 +135,17 @@ class TestWorld:
             world.setdefault(type_name, {})[physical_id] = {"properties": json.loads(properties)}
         return world
 
-    # --- entity operations (blocking; plugins call them through asyncio.to_thread) -------
+    # --- entity operations (blocking; plugins go through ``call``) -------------------
 
     def get(self, type_name: str, physical_id: str) -> dict[str, Any] | None:
-        row = (
-            self._connection()
-            .execute(
-                "SELECT properties FROM entity WHERE type = ? AND physical_id = ?",
-                (type_name, physical_id),
-            )
-            .fetchone()
-        )
-        return None if row is None else {"properties": json.loads(row[0])}
+        return get_entity(self._connection(), type_name, physical_id)
 
     def put(self, type_name: str, physical_id: str, properties: Mapping[str, Any]) -> None:
-        self._connection().execute(
-            "INSERT INTO entity (type, physical_id, properties) VALUES (?, ?, ?) "
-            "ON CONFLICT (type, physical_id) DO UPDATE SET properties = excluded.properties",
-            (type_name, physical_id, json.dumps(dict(properties), sort_keys=True)),
-        )
+        put_entity(self._connection(), type_name, physical_id, properties)
 
     def remove(self, type_name: str, physical_id: str) -> bool:
         """Delete an entity; False when it was not there."""
-        done = self._connection().execute(
-            "DELETE FROM entity WHERE type = ? AND physical_id = ?", (type_name, physical_id)
-        )
-        return done.rowcount == 1
+        return remove_entity(self._connection(), type_name, physical_id)
 
     def set_property(self, type_name: str, physical_id: str, name: str, value: Any) -> None:
         """Change one property out of band; ``KeyError`` naming what does not exist."""
@@ -150,11 +164,43 @@ class TestWorld:
             )
 
     def all_of(self, type_name: str) -> dict[str, dict[str, Any]]:
-        rows = self._connection().execute(
-            "SELECT physical_id, properties FROM entity WHERE type = ? ORDER BY physical_id",
-            (type_name,),
-        )
-        return {pid: {"properties": json.loads(properties)} for pid, properties in rows}
+        return all_entities_of(self._connection(), type_name)
+
+
+# --- the statements, on a given connection -------------------------------------------
+
+
+def get_entity(conn: sqlite3.Connection, type_name: str, physical_id: str) -> dict[str, Any] | None:
+    row = conn.execute(
+        "SELECT properties FROM entity WHERE type = ? AND physical_id = ?",
+        (type_name, physical_id),
+    ).fetchone()
+    return None if row is None else {"properties": json.loads(row[0])}
+
+
+def put_entity(
+    conn: sqlite3.Connection, type_name: str, physical_id: str, properties: Mapping[str, Any]
+) -> None:
+    conn.execute(
+        "INSERT INTO entity (type, physical_id, properties) VALUES (?, ?, ?) "
+        "ON CONFLICT (type, physical_id) DO UPDATE SET properties = excluded.properties",
+        (type_name, physical_id, json.dumps(dict(properties), sort_keys=True)),
+    )
+
+
+def remove_entity(conn: sqlite3.Connection, type_name: str, physical_id: str) -> bool:
+    done = conn.execute(
+        "DELETE FROM entity WHERE type = ? AND physical_id = ?", (type_name, physical_id)
+    )
+    return done.rowcount == 1
+
+
+def all_entities_of(conn: sqlite3.Connection, type_name: str) -> dict[str, dict[str, Any]]:
+    rows = conn.execute(
+        "SELECT physical_id, properties FROM entity WHERE type = ? ORDER BY physical_id",
+        (type_name,),
+    )
+    return {pid: {"properties": json.loads(properties)} for pid, properties in rows}
 
 
 def world_from(settings: Mapping[str, Any]) -> TestWorld | None:
@@ -182,19 +228,19 @@ class WorldBacked(ResourcePlugin):
     ) -> None:
         world = world_from(ctx.settings)
         if world is not None and physical_id is not None:
-            await asyncio.to_thread(world.put, self.type_name, physical_id, properties)
+            await world.call(put_entity, self.type_name, physical_id, properties)
 
     async def _forget(self, ctx: ResourceContext, physical_id: str | None) -> None:
         world = world_from(ctx.settings)
         if world is not None and physical_id is not None:
-            await asyncio.to_thread(world.remove, self.type_name, physical_id)
+            await world.call(remove_entity, self.type_name, physical_id)
 
     async def _find(self, ctx: ResourceContext, physical_id: str) -> dict[str, Any] | None:
         """What a previous, interrupted create left under this id (to adopt it)."""
         world = world_from(ctx.settings)
         if world is None:
             return None
-        return await asyncio.to_thread(world.get, self.type_name, physical_id)
+        return await world.call(get_entity, self.type_name, physical_id)
 
     async def observe(
         self, ctx: ResourceContext, current: AppliedState
@@ -202,7 +248,7 @@ class WorldBacked(ResourcePlugin):
         world = world_from(ctx.settings)
         if world is None:
             return dict(current.properties)
-        entity = await asyncio.to_thread(world.get, self.type_name, current.physical_id or "")
+        entity = await world.call(get_entity, self.type_name, current.physical_id or "")
         return None if entity is None else dict(entity.get("properties") or {})
 
     async def list_all(self, ctx: ObserverContext) -> Mapping[str, Mapping[str, Any]]:

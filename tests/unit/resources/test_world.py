@@ -1,0 +1,32 @@
+"""The test world: plugin calls run inline when the file is free, wait on a thread when not."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+from converge.resources.builtin.world import TestWorld, get_entity, put_entity, remove_entity
+
+
+async def test_calls_change_the_world(tmp_path: Path) -> None:
+    world = TestWorld(tmp_path / "world.db")
+    await world.call(put_entity, "T", "p1", {"value": "a"})
+    assert await world.call(get_entity, "T", "p1") == {"properties": {"value": "a"}}
+    assert world.get("T", "p1") == {"properties": {"value": "a"}}  # the blocking face agrees
+    assert await world.call(remove_entity, "T", "p1") is True
+    assert await world.call(remove_entity, "T", "p1") is False
+
+
+async def test_a_locked_world_is_waited_for_not_failed(tmp_path: Path) -> None:
+    world = TestWorld(tmp_path / "world.db")
+    await world.call(put_entity, "T", "p1", {"value": "a"})
+    other = sqlite3.connect(world.path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # `converge world` changing it from another process
+    loop = asyncio.get_running_loop()
+    loop.call_later(0.3, other.execute, "COMMIT")
+    started = loop.time()
+    await world.call(put_entity, "T", "p2", {"value": "b"})
+    assert loop.time() - started >= 0.25
+    other.close()
+    assert world.get("T", "p2") == {"properties": {"value": "b"}}
