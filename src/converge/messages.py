@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar
 
@@ -27,7 +27,15 @@ class CheckResource:
     is_update: bool
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "version": self.version, **asdict(self)}
+        # Spelled out: ``asdict`` deep-copies, and this is sent once per graph node.
+        return {
+            "kind": self.kind,
+            "version": self.version,
+            "stack_id": self.stack_id,
+            "traversal_id": self.traversal_id,
+            "resource_id": self.resource_id,
+            "is_update": self.is_update,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CheckResource:

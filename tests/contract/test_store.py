@@ -268,3 +268,20 @@ async def test_sqlite_check_path_waits_for_a_lock_held_elsewhere(tmp_path: objec
         assert [e.reason for e in events] == ["ok"]
     finally:
         await store.close()
+
+
+async def test_resource_types_of_a_stack(store: SqlStore) -> None:
+    stack_id = await new_stack(store)
+    stack = await store.get_stack(stack_id)
+
+    def build(rows: list) -> tuple[dict, dict]:  # type: ignore[type-arg]
+        return {"current_traversal": "t1"}, {"nodes": [], "edges": []}
+
+    await store.start_traversal(
+        stack_id,
+        stack.atomic_key,
+        [NewResource("a", "T1"), NewResource("b", "T2"), NewResource("c", "T1")],
+        build,
+    )
+    assert await store.resource_types(stack_id) == {"T1", "T2"}
+    assert await store.resource_types("no-such-stack") == set()

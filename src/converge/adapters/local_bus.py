@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+from converge.adapters import json_codec
 from converge.ports import WorkHandler
 
 
@@ -27,14 +27,14 @@ class LocalBus:
     async def send_work(self, message: dict[str, Any]) -> None:
         if self._handler is None:
             return  # no worker here: the sweeper re-sends ready work once one runs
-        await self._handler(json.loads(json.dumps(message)))
+        await self._handler(json_codec.loads(json_codec.dumps(message)))
 
     async def publish(self, topic: str, message: dict[str, Any]) -> None:
-        payload = json.dumps(message)
+        payload = json_codec.dumps(message)
         for queue in list(self._subscribers.get(topic, ())) + list(
             self._subscribers.get("*", ()) if topic != "*" else ()
         ):
-            queue.put_nowait(json.loads(payload))
+            queue.put_nowait(json_codec.loads(payload))
 
     async def subscribe(self, topic: str) -> AsyncIterator[dict[str, Any]]:
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()

@@ -295,10 +295,8 @@ class StackOperations:
 
     async def _announce_settled(self, stack_id: str) -> None:
         """Tell observers which types may have new real things to watch (a hint)."""
-        rows = await self.ctx.store.list_resources(stack_id)
-        await self.ctx.bus.publish(
-            SETTLED_TOPIC, {"stack_id": stack_id, "types": sorted({row.type for row in rows})}
-        )
+        types = await self.ctx.store.resource_types(stack_id)
+        await self.ctx.bus.publish(SETTLED_TOPIC, {"stack_id": stack_id, "types": sorted(types)})
 
     # --- waiting -----------------------------------------------------------------------
 

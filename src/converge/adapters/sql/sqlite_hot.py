@@ -15,7 +15,6 @@ path) and PostgreSQL (SQLAlchemy's) against the same expectations.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections import namedtuple
 from collections.abc import Iterable, Mapping, Sequence
@@ -23,6 +22,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from converge.adapters import json_codec
 from converge.adapters.sql import tables as t
 
 
@@ -42,12 +42,12 @@ class _Table:
         decoded = list(values)
         for i in self._json_at:
             text = decoded[i]
-            decoded[i] = None if text is None else json.loads(text)
+            decoded[i] = None if text is None else json_codec.loads(text)
         return self.row_type(*decoded)
 
     def bind(self, name: str, value: Any) -> Any:
         """A Python value as this column stores it (JSON as SQLAlchemy's JSON type does)."""
-        return json.dumps(value) if name in self.json else value
+        return json_codec.dumps(value) if name in self.json else value
 
 
 _STACK = _Table(t.stack, skip=["current_deps"])  # the graph can be megabytes: never here
@@ -82,6 +82,10 @@ class SqliteHotPath:
         found = raw.execute(f"{_RESOURCE.select} WHERE id = ?", (resource_id,)).fetchone()
         return None if found is None else _RESOURCE.row(found)
 
+    def resources_of_stack(self, raw: sqlite3.Connection, stack_id: str) -> list[Any]:
+        found = raw.execute(f"{_RESOURCE.select} WHERE stack_id = ? ORDER BY id", (stack_id,))
+        return [_RESOURCE.row(values) for values in found]
+
     def reports(
         self, raw: sqlite3.Connection, traversal_id: str, resource_id: int, is_update: bool
     ) -> list[tuple[int, bool, Any]]:
@@ -90,7 +94,7 @@ class SqliteHotPath:
             f"WHERE {_SYNC_POINT}",
             (traversal_id, resource_id, is_update),
         ).fetchall()
-        return [(sender, bool(is_upd), json.loads(data)) for sender, is_upd, data in rows]
+        return [(sender, bool(is_upd), json_codec.loads(data)) for sender, is_upd, data in rows]
 
     def count_reports(
         self, raw: sqlite3.Connection, traversal_id: str, resource_id: int, is_update: bool

@@ -30,6 +30,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
 
+from converge.adapters import json_codec
 from converge.adapters.sql import tables as t
 from converge.adapters.sql.sqlite_hot import SqliteHotPath
 from converge.core.states import Action, Status
@@ -546,10 +547,22 @@ class SqlStore:
             return self._resources_of(conn, stack_id)
 
     def _resources_of(self, conn: Connection, stack_id: str) -> list[ResourceRecord]:
+        raw = self._raw(conn)
+        if raw is not None and self._hot is not None:
+            return [_resource_record(row) for row in self._hot.resources_of_stack(raw, stack_id)]
         rows = conn.execute(
             sa.select(t.resource).where(t.resource.c.stack_id == stack_id).order_by(t.resource.c.id)
         ).all()
         return [_resource_record(row) for row in rows]
+
+    async def resource_types(self, stack_id: str) -> set[str]:
+        """The types of the stack's resource rows."""
+        return await self._run(self._resource_types, stack_id)
+
+    def _resource_types(self, stack_id: str) -> set[str]:
+        with self._tx() as conn:
+            query = sa.select(t.resource.c.type).where(t.resource.c.stack_id == stack_id)
+            return set(conn.execute(query.distinct()).scalars())
 
     async def get_resource(self, resource_id: int) -> ResourceRecord | None:
         return await self._short(self._resource_by_id, resource_id)
@@ -987,7 +1000,11 @@ class SqlStore:
 
 def _create_engine(url: str) -> Engine:
     if url.startswith("sqlite"):
-        engine = sa.create_engine(url, connect_args={"isolation_level": None, "timeout": 30})
+        engine = sa.create_engine(
+            url,
+            connect_args={"isolation_level": None, "timeout": 30},
+            json_deserializer=json_codec.loads,
+        )
 
         @sa.event.listens_for(engine, "connect")
         def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -1003,7 +1020,9 @@ def _create_engine(url: str) -> Engine:
         return engine
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url[len("postgresql://") :]
-    return sa.create_engine(url, pool_size=8, max_overflow=4, pool_pre_ping=True)
+    return sa.create_engine(
+        url, pool_size=8, max_overflow=4, pool_pre_ping=True, json_deserializer=json_codec.loads
+    )
 
 
 def _configure_sqlite(conn: sqlite3.Connection) -> None:
