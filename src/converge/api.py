@@ -34,20 +34,17 @@ from converge.core.template import (
     load_environment,
     load_template,
     merge_environments,
-    prepare_stack,
     template_from_data,
 )
-from converge.core.template.nodes import is_static
-from converge.engine.context import EMPTY_TEMPLATE
 from converge.engine.inputs import StoredData
 from converge.engine.operations import SETTLED_TOPIC, current_rows, stack_event
 from converge.engine.runtime import Engine
 from converge.engine.settings import EngineSettings
+from converge.engine.validation import prepare_definition
 from converge.engine.worker import resource_state
-from converge.errors import Conflict, InvalidRequest, NotFound, TemplateError, TemplateErrors
+from converge.errors import Conflict, InvalidRequest, NotFound, TemplateError
 from converge.messages import CheckResource
 from converge.records import StackRecord
-from converge.resources.base import ValidationContext
 from converge.resources.builtin import world
 from converge.resources.registry import PluginRegistry
 from converge.views import DriftView, EventView, PlannedChange, ResourceView, StackView
@@ -290,15 +287,7 @@ class Converge:
 
     async def delete_stack(self, name_or_id: str, *, wait: bool = True) -> StackView:
         stack = await self._find(name_or_id)
-        if not (stack.action == Action.DELETE and stack.status == Status.IN_PROGRESS):
-            environment: Mapping[str, Any] = {}
-            if stack.raw_template_id is not None:
-                environment = (await self._store.get_template(stack.raw_template_id)).environment
-            template_id = await self._store.add_template(
-                stack.id, EMPTY_TEMPLATE, environment, {}, {}
-            )
-            definition = await self._ctx.definitions.get(template_id)
-            await self.engine.operations.converge(stack.id, template_id, definition, Action.DELETE)
+        await self.engine.operations.delete(stack)
         return await self._settle(stack.id, wait)
 
     async def cancel_update(
@@ -373,8 +362,13 @@ class Converge:
         stack = await self._find(name_or_id, include_deleted=include_deleted)
         return await self._view(stack)
 
-    async def list_stacks(self) -> list[StackView]:
-        return [await self._view(stack) for stack in await self._store.list_stacks(self.project_id)]
+    async def list_stacks(self, *, show_nested: bool = False) -> list[StackView]:
+        """The live stacks; nested stacks (made by provider templates) only if asked."""
+        return [
+            await self._view(stack)
+            for stack in await self._store.list_stacks(self.project_id)
+            if show_nested or stack.owner_id is None
+        ]
 
     async def list_resources(self, name_or_id: str) -> list[ResourceView]:
         stack = await self._find(name_or_id, include_deleted=True)
@@ -503,35 +497,16 @@ class Converge:
         *,
         previous_parameters: Mapping[str, Any] | None = None,
     ) -> StackDefinition:
-        definition = prepare_stack(
+        return prepare_definition(
             template,
             environment=environment,
             parameters=parameters,
             files=files,
             identity=identity,
-            schemas=self._ctx.registry,
+            registry=self._ctx.registry,
+            settings=self._ctx.settings,
             previous_parameters=previous_parameters,
         )
-        TemplateErrors.raise_if_any(self._plugin_problems(definition))
-        return definition
-
-    def _plugin_problems(self, definition: StackDefinition) -> list[TemplateError]:
-        """Ask each resource's plugin about the values known now (paths, commands …)."""
-        context = ValidationContext(
-            allowed_roots=self._ctx.settings.allowed_roots,
-            settings=self._ctx.settings.plugin_settings,
-        )
-        problems: list[TemplateError] = []
-        for resource in definition.resources.values():
-            if resource.implementation_type not in self._ctx.registry:
-                continue  # provider templates: validated by the template layer
-            plugin = self._ctx.registry.plugin(resource.implementation_type)
-            known = {
-                key: value for key, value in (resource.properties or {}).items() if is_static(value)
-            }
-            for name, message in plugin.validate(known, context):
-                problems.append(resource.where.child("properties", name).error(message))
-        return problems
 
     async def _find(self, name_or_id: str, *, include_deleted: bool = False) -> StackRecord:
         return await self._store.find_stack(

@@ -43,6 +43,7 @@ class StackRecord:
     # The current traversal compares with observed reality; a heal names its resources.
     converge: bool = False
     converge_names: tuple[str, ...] | None = None
+    owner_id: str | None = None  # a nested stack: the stack whose resource made it
 
     @property
     def state(self) -> str:

@@ -30,6 +30,7 @@ class StackView:
     tags: list[str]
     outputs: list[dict[str, Any]]
     parameters: dict[str, Any]
+    parent: str | None = None  # a nested stack: the id of the stack that owns it
 
     @property
     def action(self) -> str:
@@ -57,6 +58,7 @@ class StackView:
             tags=list(record.tags),
             outputs=[dict(value) for value in record.outputs.values()],
             parameters=dict(parameters or {}),
+            parent=record.owner_id,
         )
 
 

@@ -355,3 +355,31 @@ def test_ctrl_c_stops_cleanly_and_the_next_apply_supersedes(run: Run, tmp_path: 
     again = run("apply", "slow.yaml", "-P", "wait=0", "-f", "json")
     assert again.exit_code == 0, again.stderr
     assert as_json(again)["stack_status"] == "UPDATE_COMPLETE"
+
+
+def test_provider_template_next_to_the_template_is_a_nested_stack(run: Run, tmp_path: Path) -> None:
+    write(
+        tmp_path / "part.yaml",
+        "heat_template_version: 2021-04-16\n"
+        "parameters: {word: {type: string}}\n"
+        "resources:\n  inner: {type: OS::Heat::TestResource, properties: {value: {get_param: word}}}\n"
+        "outputs: {said: {value: {get_attr: [inner, output]}}}\n",
+    )
+    write(
+        tmp_path / "whole.yaml",
+        "heat_template_version: 2021-04-16\n"
+        "resources:\n  part: {type: part.yaml, properties: {word: hi}}\n"
+        "outputs: {said: {value: {get_attr: [part, said]}}}\n",
+    )
+    applied = run("apply", "whole.yaml", "-f", "json")
+    assert applied.exit_code == 0, applied.stderr
+    assert outputs(as_json(applied))["said"] == "hi"
+    assert [s["stack_name"] for s in as_json(run("list", "-f", "json"))] == ["whole"]
+    listed = as_json(run("list", "--nested", "-f", "json"))
+    (nested,) = [s for s in listed if s["stack_name"] != "whole"]
+    assert nested["parent"] == as_json(applied)["id"]
+    shown = as_json(run("show", nested["stack_name"], "-f", "json"))
+    assert shown["stack_status"] == "CREATE_COMPLETE"
+    destroyed = run("destroy", "whole", "--yes")
+    assert destroyed.exit_code == 0, destroyed.stderr
+    assert as_json(run("list", "--nested", "-f", "json")) == []

@@ -118,8 +118,11 @@ def stack_table(stack: Mapping[str, Any]) -> Table:
         "timeout_mins",
         "drift_policy",
         "tags",
+        "parent",
     ):
         value = stack.get(key)
+        if key == "parent" and value is None:
+            continue
         if key == "stack_status":
             table.add_row(key, styled_status(str(value)))
         elif key == "tags":

@@ -484,7 +484,10 @@ def outputs(name: str, state: str, output_format: str, debug: bool, log_json: bo
 
 @click.command(name="list")
 @common_options
-def list_stacks(state: str, output_format: str, debug: bool, log_json: bool) -> None:
+@click.option(
+    "--nested", is_flag=True, help="Also list nested stacks (made by provider templates)."
+)
+def list_stacks(state: str, output_format: str, debug: bool, log_json: bool, nested: bool) -> None:
     """List the stacks in the state file."""
     if not Path(state).exists():
         # No state file yet is no stacks yet; reading must not create the file.
@@ -495,7 +498,7 @@ def list_stacks(state: str, output_format: str, debug: bool, log_json: bool) -> 
         return
 
     async def read(cv: Converge) -> list[dict[str, Any]]:
-        return output.dicts(await cv.list_stacks())
+        return output.dicts(await cv.list_stacks(show_nested=nested))
 
     _reader(
         state,

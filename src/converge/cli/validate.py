@@ -24,7 +24,6 @@ from converge.core.template import (
     load_environment,
     load_template,
     merge_environments,
-    prepare_stack,
 )
 from converge.core.template.environment import is_provider_template
 from converge.core.template.loader import load_document
@@ -122,7 +121,9 @@ def run_validate(
     template_path: Path, environment_paths: list[Path], parameters: Mapping[str, str]
 ) -> tuple[StackDefinition | None, list[TemplateError]]:
     """Validate files on disk; the definition, or the problems found."""
-    from converge.resources.registry import default_registry  # plugins load only when needed
+    # Plugins and the engine's checks load only when needed.
+    from converge.engine.validation import prepare_definition
+    from converge.resources.registry import default_registry
 
     name = str(template_path)
     files = _FilesMap(template_path.parent)
@@ -143,13 +144,14 @@ def run_validate(
         files.add_tree(template.data, template_path.parent, name)
         if files.errors:
             return None, files.errors
-        definition = prepare_stack(
+        definition = prepare_definition(
             template,
             environment=merge_environments(environments),
             parameters=parameters,
             files=files.files,
             identity=StackIdentity(template_path.stem, "validate", "validate"),
-            schemas=default_registry(),
+            registry=default_registry(),
+            settings=None,  # the engine's configuration is not known here
         )
     except TemplateError as exc:
         return None, _sorted_errors(exc)

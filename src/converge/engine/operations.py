@@ -180,6 +180,19 @@ class StackOperations:
             f"stack {stack_id}: could not start the {action} (too many concurrent changes)"
         )
 
+    async def delete(self, stack: StackRecord) -> None:
+        """Start deleting the stack (nothing to do when a delete already runs)."""
+        if stack.action == Action.DELETE and stack.status == Status.IN_PROGRESS:
+            return
+        environment: Mapping[str, Any] = {}
+        if stack.raw_template_id is not None:
+            environment = (await self.ctx.store.get_template(stack.raw_template_id)).environment
+        template_id = await self.ctx.store.add_template(
+            stack.id, EMPTY_TEMPLATE, environment, {}, {}
+        )
+        definition = await self.ctx.definitions.get(template_id)
+        await self.converge(stack.id, template_id, definition, Action.DELETE)
+
     async def store_empty_template(self, stack_id: str) -> int:
         return await self.ctx.store.add_template(stack_id, EMPTY_TEMPLATE, {}, {}, {})
 

@@ -29,6 +29,7 @@ from converge.core.template import ALL_ATTRIBUTES, ResourceDefinition
 from converge.core.traversal import STACK_NODE, GraphNode, TraversalGraph
 from converge.engine.context import EngineContext, applied_state
 from converge.engine.inputs import ReportedData
+from converge.engine.nested import NestedStackService
 from converge.engine.operations import StackOperations
 from converge.errors import (
     PermanentFailure,
@@ -67,6 +68,7 @@ class Worker:
     def __init__(self, ctx: EngineContext, operations: StackOperations) -> None:
         self.ctx = ctx
         self.operations = operations
+        self.nested = NestedStackService(ctx, operations)
         self._active: set[int] = set()  # resource rows this process is acting on now
 
     # --- entry -------------------------------------------------------------------------
@@ -135,7 +137,7 @@ class Worker:
             return
         plugin = self.ctx.registry.plugin(resource.implementation_type)
         if _is_left_alone_by_heal(stack, target):
-            needed = self._needed_attributes(definition.attributes_needed(), target.name, plugin)
+            needed = self._needed_attributes(definition.attributes_needed(), resource, plugin)
             requires = data.resource_ids()
             await self._settle_unchanged(stack, graph, node, target, resource, requires, needed)
             return
@@ -177,7 +179,7 @@ class Worker:
                     )
                 ],
             )
-        needed = self._needed_attributes(definition.attributes_needed(), target.name, plugin)
+        needed = self._needed_attributes(definition.attributes_needed(), resource, plugin)
         requires = data.resource_ids()
         if decision.change == Change.NOTHING:
             await self._settle_unchanged(
@@ -694,14 +696,24 @@ class Worker:
             ),
             allowed_roots=self.ctx.settings.allowed_roots,
             settings=self.ctx.settings.plugin_settings,
+            nested=self.nested,
         )
 
     def _needed_attributes(
-        self, needed_by_name: Mapping[str, frozenset[str]], name: str, plugin: ResourcePlugin
+        self,
+        needed_by_name: Mapping[str, frozenset[str]],
+        resource: ResourceDefinition,
+        plugin: ResourcePlugin,
     ) -> frozenset[str]:
-        needed = needed_by_name.get(name, frozenset())
+        needed = needed_by_name.get(resource.name, frozenset())
         if ALL_ATTRIBUTES in needed:
-            return (needed - {ALL_ATTRIBUTES}) | frozenset(plugin.attributes_schema)
+            # The template's view of the type: a provider template's outputs, for one.
+            declared = (
+                resource.schema.attributes
+                if resource.schema is not None
+                else plugin.attributes_schema
+            )
+            return (needed - {ALL_ATTRIBUTES}) | frozenset(declared)
         return needed
 
     def _is_held_elsewhere(self, row: ResourceRecord) -> bool:

@@ -29,6 +29,48 @@ class Clock(Protocol):
 
 
 @dataclass(frozen=True)
+class NestedStackState:
+    """A nested stack as its owning resource sees it."""
+
+    stack_id: str
+    stack_name: str
+    state: str  # Heat's stack_status: CREATE_COMPLETE, UPDATE_FAILED, …
+    reason: str
+    outputs: Mapping[str, Any] = field(default_factory=dict)  # output name -> value
+
+    @property
+    def is_complete(self) -> bool:
+        return self.state.endswith("_COMPLETE")
+
+
+class NestedStacks(Protocol):
+    """What the engine offers a plugin whose real thing is a stack (provider templates)."""
+
+    async def apply(
+        self, ctx: ResourceContext, properties: Mapping[str, Any], stack_id: str | None
+    ) -> str:
+        """Start creating (``stack_id`` None) or updating the nested stack of the resource
+        in ``ctx``, to its template in the owner's current files; return its id."""
+        ...
+
+    async def wait(self, stack_id: str) -> NestedStackState:
+        """Wait until the nested stack's operation has settled."""
+        ...
+
+    async def delete(self, ctx: ResourceContext, stack_id: str | None) -> NestedStackState | None:
+        """Delete the resource's nested stack and wait; None when there was none.
+
+        With no ``stack_id`` (a create that failed or was interrupted before it was
+        recorded) the stack is found by the resource's physical name.
+        """
+        ...
+
+    async def find(self, ctx: ResourceContext, stack_id: str | None) -> NestedStackState | None:
+        """The resource's nested stack as it is now; None when it does not exist."""
+        ...
+
+
+@dataclass(frozen=True)
 class ResourceContext:
     """Everything a plugin action may use besides its properties."""
 
@@ -43,6 +85,7 @@ class ResourceContext:
     logger: logging.Logger | logging.LoggerAdapter[logging.Logger]
     allowed_roots: tuple[Path, ...] = ()
     settings: Mapping[str, Any] = field(default_factory=dict)
+    nested: NestedStacks | None = None  # given by the engine; absent where no engine runs
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (None: no deadline)."""

@@ -6,19 +6,26 @@ import dataclasses
 import difflib
 
 from converge.core.schema import ResourceTypeSchema
+from converge.core.template.environment import is_provider_template
 from converge.errors import NotFound
 from converge.resources.base import ResourcePlugin
 from converge.resources.builtin import BUILTIN_TYPES
 from converge.resources.local import LOCAL_TYPES
+from converge.resources.nested import ProviderTemplate
 from converge.resources.postgres import POSTGRES_TYPES
 
 
 class PluginRegistry:
-    """Plugins by resource type name; also the ``TypeSchemas`` template validation uses."""
+    """Plugins by resource type name; also the ``TypeSchemas`` template validation uses.
+
+    A type that names a template file (a provider template) is served by the nested-stack
+    plugin; its schema comes from the template itself, so ``lookup`` knows none.
+    """
 
     def __init__(self) -> None:
         self._plugins: dict[str, ResourcePlugin] = {}
         self._schemas: dict[str, ResourceTypeSchema] = {}
+        self._provider = ProviderTemplate()
 
     def register(self, plugin_class: type[ResourcePlugin], *, type_name: str | None = None) -> None:
         """Add a type under its own ``type_name`` or the name given (an alias).
@@ -42,6 +49,8 @@ class PluginRegistry:
         try:
             return self._plugins[type_name]
         except KeyError:
+            if is_provider_template(type_name):
+                return self._provider
             raise NotFound(self.unknown_type_message(type_name)) from None
 
     def unknown_type_message(self, type_name: str) -> str:

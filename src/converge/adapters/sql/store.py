@@ -287,6 +287,7 @@ class SqlStore:
         drift_policy: str,
         tags: Sequence[str] = (),
         stack_id: str | None = None,
+        owner_id: str | None = None,
     ) -> StackRecord:
         return await self._run(
             self._create_stack,
@@ -298,6 +299,7 @@ class SqlStore:
             drift_policy,
             tuple(tags),
             stack_id or str(uuid.uuid4()),
+            owner_id,
         )
 
     def _create_stack(
@@ -310,6 +312,7 @@ class SqlStore:
         drift_policy: str,
         tags: tuple[str, ...],
         stack_id: str,
+        owner_id: str | None,
     ) -> StackRecord:
         try:
             with self._tx() as conn:
@@ -330,6 +333,7 @@ class SqlStore:
                         outputs={},
                         atomic_key=0,
                         created_at=self._clock(),
+                        owner_id=owner_id,
                     )
                 )
                 return self._stack_by_id(conn, stack_id)
@@ -1129,6 +1133,7 @@ def _stack_record(row: Any) -> StackRecord:
         deleted=bool(row.deleted_marker),
         converge=bool(row.converge),
         converge_names=None if row.converge_names is None else tuple(row.converge_names),
+        owner_id=row.owner_id,
     )
 
 

@@ -59,7 +59,10 @@ stack = Table(
     # 0003: the current traversal compares with observed reality; a heal's resource names
     Column("converge", Boolean, nullable=False, default=False),
     Column("converge_names", JSON, nullable=True),
+    # 0004: the stack that owns this one (a provider template resource made it)
+    Column("owner_id", String(36), nullable=True),
     UniqueConstraint("project_id", "name", "deleted_marker", name="uq_stack_name"),
+    Index("ix_stack_owner", "owner_id"),
 )
 
 resource = Table(

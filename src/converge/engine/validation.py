@@ -1,0 +1,129 @@
+"""Preparing a stack for the engine: the template layer's checks, then each plugin's own,
+then those of the nested stacks its provider templates will make.
+
+Everything here runs before anything is touched, so a mistyped property in a provider
+template is reported with its file and line instead of failing half-way through a create.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from converge.core.template import (
+    Environment,
+    StackDefinition,
+    StackIdentity,
+    Template,
+    load_template,
+    prepare_stack,
+)
+from converge.core.template.nested import MAX_NESTING_DEPTH, child_environment
+from converge.core.template.nodes import is_static
+from converge.engine.settings import EngineSettings
+from converge.errors import TemplateError, TemplateErrors
+from converge.resources.base import ValidationContext
+from converge.resources.registry import PluginRegistry
+
+
+def prepare_definition(
+    template: Template,
+    *,
+    environment: Environment,
+    parameters: Mapping[str, Any],
+    files: Mapping[str, str],
+    identity: StackIdentity,
+    registry: PluginRegistry,
+    settings: EngineSettings | None,
+    previous_parameters: Mapping[str, Any] | None = None,
+    depth: int = 0,
+) -> StackDefinition:
+    """A validated definition, or ``TemplateError`` naming every problem found.
+
+    ``settings`` None: the template checks only, not the plugins' own (which need to know
+    the engine's configuration: allowed roots, plugin settings).
+    """
+    definition = prepare_stack(
+        template,
+        environment=environment,
+        parameters=parameters,
+        files=files,
+        identity=identity,
+        schemas=registry,
+        previous_parameters=previous_parameters,
+    )
+    problems = [] if settings is None else plugin_problems(definition, registry, settings)
+    problems += nested_problems(definition, files, identity, registry, settings, depth)
+    TemplateErrors.raise_if_any(problems)
+    return definition
+
+
+def plugin_problems(
+    definition: StackDefinition, registry: PluginRegistry, settings: EngineSettings
+) -> list[TemplateError]:
+    """Ask each resource's plugin about the values known now (paths, commands …)."""
+    context = ValidationContext(
+        allowed_roots=settings.allowed_roots, settings=settings.plugin_settings
+    )
+    problems: list[TemplateError] = []
+    for resource in definition.resources.values():
+        if resource.provider_template is not None:
+            continue  # a nested stack: its template is checked by ``nested_problems``
+        plugin = registry.plugin(resource.implementation_type)
+        for name, message in plugin.validate(_known_properties(resource.properties), context):
+            problems.append(resource.where.child("properties", name).error(message))
+    return problems
+
+
+def nested_problems(
+    definition: StackDefinition,
+    files: Mapping[str, str],
+    identity: StackIdentity,
+    registry: PluginRegistry,
+    settings: EngineSettings | None,
+    depth: int = 0,
+) -> list[TemplateError]:
+    """Prepare the stack each provider template resource will make, where its parameters
+    are known now; one whose properties wait for other resources is checked when made."""
+    problems: list[TemplateError] = []
+    for resource in definition.resources.values():
+        provider = resource.provider_template
+        if provider is None or provider not in files:
+            continue  # not a template, or reported missing by the template layer
+        properties = resource.properties or {}
+        known = _known_properties(properties)
+        if len(known) != len(properties):
+            continue
+        if depth + 1 > MAX_NESTING_DEPTH:
+            problems.append(
+                resource.where.child("type").error(
+                    f"provider templates nest deeper than {MAX_NESTING_DEPTH} levels "
+                    f"(does {provider!r} use itself?)"
+                )
+            )
+            continue
+        try:
+            assert definition.environment is not None  # set by prepare_stack
+            prepare_definition(
+                load_template(files[provider], provider),
+                environment=child_environment(
+                    definition.environment, resource.name, resource.type, provider
+                ),
+                parameters=known,
+                files=files,
+                identity=StackIdentity(
+                    f"{identity.stack_name}-{resource.name}", "", identity.project_id
+                ),
+                registry=registry,
+                settings=settings,
+                depth=depth + 1,
+            )
+        except TemplateError as exc:
+            problems.extend(exc.errors if isinstance(exc, TemplateErrors) else [exc])
+    return problems
+
+
+def _known_properties(properties: Any) -> dict[str, Any]:
+    if not isinstance(properties, Mapping):
+        return {}
+    return {key: value for key, value in properties.items() if is_static(value)}
