@@ -7,7 +7,7 @@ from pathlib import Path
 from converge.api import Converge
 from converge.engine.settings import EngineSettings
 from converge.resources.registry import PluginRegistry
-from support.world import Reality
+from support.world import FAST, Reality
 
 TWO = """
 heat_template_version: 2021-04-16
@@ -172,3 +172,22 @@ resources:
     assert stack.stack_status == "CREATE_FAILED"
     assert stack.stack_status_reason == "Resource CREATE failed: Error: resources.slow: Timed out"
     assert reality.things == {}
+
+
+async def test_type_unknown_to_this_engine_fails_instead_of_retrying(
+    registry: PluginRegistry, tmp_path: Path
+) -> None:
+    """A stack made where ``Test::Thing`` was configured, deleted by an engine without it."""
+    template = """
+heat_template_version: 2021-04-16
+resources:
+  a: {type: Test::Thing, properties: {value: x}}
+"""
+    state = tmp_path / "state.db"
+    async with Converge.embedded(state, settings=FAST, registry=registry) as maker:
+        await maker.create_stack("s", template)
+    async with Converge.embedded(state, settings=FAST) as other:
+        stack = await other.delete_stack("s")
+        assert stack.stack_status == "DELETE_FAILED"
+        assert "unknown resource type 'Test::Thing'" in stack.stack_status_reason
+        assert "this engine cannot act on it" in stack.stack_status_reason

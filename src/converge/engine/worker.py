@@ -32,6 +32,7 @@ from converge.engine.inputs import ReportedData
 from converge.engine.nested import NestedStackService
 from converge.engine.operations import StackOperations
 from converge.errors import (
+    NotFound,
     PermanentFailure,
     ReplacementRequired,
     RetryLater,
@@ -135,7 +136,9 @@ class Worker:
                 stack, target, action, f"Error: resources.{target.name}: {exc}"
             )
             return
-        plugin = self.ctx.registry.plugin(resource.implementation_type)
+        plugin = await self._plugin_or_fail(stack, target, resource.implementation_type, action)
+        if plugin is None:
+            return
         if _is_left_alone_by_heal(stack, target):
             needed = self._needed_attributes(definition.attributes_needed(), resource, plugin)
             requires = data.resource_ids()
@@ -470,12 +473,14 @@ class Worker:
         if "pre-delete" in hooks and not _is_cleared(row, stack.current_traversal, "pre-delete"):
             await self._pause(stack, node, row, "pre-delete", Action.DELETE)
             return
+        plugin = await self._plugin_or_fail(stack, row, row.type, Action.DELETE)
+        if plugin is None:
+            return
         claimed = await self._claim(stack, row, Action.DELETE, decision.reason)
         if claimed is None:
             return
         self._active.add(claimed.id)
         try:
-            plugin = self.ctx.registry.plugin(claimed.type)
             ctx = self._context(stack, claimed)
             await self._run(stack, claimed, plugin.delete, ctx, applied_state(claimed))
         except ActionFailed as failed:
@@ -502,6 +507,21 @@ class Worker:
         )
 
     # --- shared steps ------------------------------------------------------------------
+
+    async def _plugin_or_fail(
+        self, stack: StackRecord, row: ResourceRecord, type_name: str, action: Action
+    ) -> ResourcePlugin | None:
+        """The type's plugin; a type this engine does not know fails the resource (retrying
+        would not help: another process's configuration made the stack)."""
+        try:
+            return self.ctx.registry.plugin(type_name)
+        except NotFound as exc:
+            reason = f"Error: resources.{row.name}: {exc}: this engine cannot act on it"
+            # Started, then failed: the transition table has no shortcut.
+            claimed = await self._claim(stack, row, action, reason)
+            if claimed is not None:
+                await self._fail_resource(stack, claimed, action, reason)
+            return None
 
     async def _claim(
         self, stack: StackRecord, row: ResourceRecord, action: Action, reason: str
