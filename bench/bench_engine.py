@@ -381,8 +381,7 @@ def render(rows: list[Row], sizes: list[int], quick: bool, op_timeout: float | N
         + (
             ""
             if quick or MEMORY_SIZE in sizes
-            else f" At {MEMORY_SIZE:,} only the create in its own process (peak memory) is "
-            "run."
+            else f" At {MEMORY_SIZE:,} only the create in its own process (peak memory) is run."
         ),
         "Each figure is the wall-clock time of one `Converge` call with `wait=True` (template "
         "parsing and preparation included), on `Converge.embedded` (SQLite file in a temporary "

@@ -38,10 +38,15 @@ class DependencyGraph(Generic[K]):
                 self._index[node] = len(self._nodes)
                 self._nodes.append(node)
         requires: list[dict[int, None]] = [{} for _ in self._nodes]
+        index = self._index
         for node, dependency in edges:
-            source = self._position(node, "node")
-            target = self._position(dependency, f"requirement of {node!r}")
-            requires[source][target] = None  # a dict keeps first-seen order and drops repeats
+            try:
+                # a dict keeps first-seen order and drops repeats
+                requires[index[node]][index[dependency]] = None
+            except KeyError:
+                self._position(node, "node")  # raises the error naming the unknown node
+                self._position(dependency, f"requirement of {node!r}")
+                raise
         self._requires: list[tuple[int, ...]] = [tuple(targets) for targets in requires]
         required_by: list[list[int]] = [[] for _ in self._nodes]
         for source, targets in enumerate(self._requires):

@@ -92,8 +92,8 @@ class Environment:
         return Where(self.filename, (), self.source_map)
 
     def _entries_for(self, resource_name: str | None) -> list[ResourceEntry]:
-        if resource_name is None:
-            return []
+        if resource_name is None or not self.resources:
+            return []  # the usual case, asked three times per resource: keep it quick
         return [
             entry
             for pattern, entry in self.resources.items()

@@ -61,6 +61,14 @@ class Where:
     path: Path = ()
     source_map: SourceMap = EMPTY_SOURCE_MAP
 
+    def __init__(
+        self, file: str | None, path: Path = (), source_map: SourceMap = EMPTY_SOURCE_MAP
+    ) -> None:
+        # Written out (the dataclass keeps it) to set the fields in one step: the generated
+        # __init__ of a frozen dataclass calls object.__setattr__ per field, twice as slow,
+        # and preparing a 10,000-resource template makes tens of thousands of places.
+        object.__setattr__(self, "__dict__", {"file": file, "path": path, "source_map": source_map})
+
     @property
     def line(self) -> int | None:
         return self.source_map.line_of(self.path)
@@ -83,6 +91,14 @@ class Reference:
     resource: str
     attribute: str | None = None
     where: Where | None = None
+
+    def __init__(
+        self, resource: str, attribute: str | None = None, where: Where | None = None
+    ) -> None:
+        # one step, as Where's: a template makes one per get_resource and get_attr
+        object.__setattr__(
+            self, "__dict__", {"resource": resource, "attribute": attribute, "where": where}
+        )
 
 
 ALL_ATTRIBUTES = "*"
@@ -159,7 +175,8 @@ class Function(ABC):
         try:
             return self.resolve(ctx)
         except Unresolved:
-            return self.with_args(partial(self.args, ctx))
+            args = partial(self.args, ctx)
+            return self if args is self.args else self.with_args(args)
 
     def references(self) -> Iterator[Reference]:
         """Resources this call depends on (default: those its arguments name)."""
@@ -196,6 +213,8 @@ def parse(data: Any, functions: FunctionTable, where: Where) -> Any:
     A mapping with exactly one key that names a function of ``functions`` is a call (Heat's
     rule). Arguments are parsed first, so nested calls are nodes too.
     """
+    if type(data) in _SCALARS:
+        return data
     return _parse(data, functions, where.file, where.path, where.source_map)
 
 
@@ -225,23 +244,27 @@ def _parse(
     source_map: SourceMap,
     link: _PathLink = None,
 ) -> Any:
+    # Scalars are tested before the call in the loops: most values are, and a call costs.
     kind = type(data)
-    if kind in _SCALARS:
-        return data
     if kind is list:
         return [
-            _parse(item, functions, file, base, source_map, (link, index))
+            item
+            if type(item) in _SCALARS
+            else _parse(item, functions, file, base, source_map, (link, index))
             for index, item in enumerate(data)
         ]
     if kind is dict or isinstance(data, Mapping):
         if len(data) == 1:
             ((key, value),) = data.items()
             if type(key) is str and key in functions:
-                args = _parse(value, functions, file, base, source_map, (link, key))
+                if type(value) not in _SCALARS:
+                    value = _parse(value, functions, file, base, source_map, (link, key))
                 where = Where(file, _materialize(link, base), source_map)
-                return functions[key](key, args, where)
+                return functions[key](key, value, where)
         return {
-            key: _parse(value, functions, file, base, source_map, (link, key))
+            key: value
+            if type(value) in _SCALARS
+            else _parse(value, functions, file, base, source_map, (link, key))
             for key, value in data.items()
         }
     return data
@@ -260,29 +283,63 @@ def resolve(node: Any, ctx: EvalContext) -> Any:
                 result[key] = resolved
         return result
     if kind is list:
-        return [item for item in (resolve(value, ctx) for value in node) if item is not REMOVED]
+        items = []
+        for value in node:
+            resolved = resolve(value, ctx)
+            if resolved is not REMOVED:
+                items.append(resolved)
+        return items
     if isinstance(node, Function):
         return node.resolve(ctx)
     return node
 
 
 def partial(node: Any, ctx: EvalContext) -> Any:
-    """Evaluate what can be evaluated without resource data; keep the rest as nodes."""
+    """Evaluate what can be evaluated without resource data; keep the rest as nodes.
+
+    What evaluation leaves unchanged is returned as it is, not copied (parsed snippets are
+    never modified): most of a template waits for resource data and would be copied whole.
+    """
     kind = type(node)
     if kind in _SCALARS:
         return node
     if kind is dict:
-        result = {}
-        for key, value in node.items():
-            evaluated = partial(value, ctx)
-            if evaluated is not REMOVED:
-                result[key] = evaluated
-        return result
+        return _partial_map(node, ctx)
     if kind is list:
-        return [item for item in (partial(value, ctx) for value in node) if item is not REMOVED]
+        return _partial_list(node, ctx)
     if isinstance(node, Function):
         return node.partial(ctx)
     return node
+
+
+def _partial_map(node: dict[Any, Any], ctx: EvalContext) -> dict[Any, Any]:
+    copy: dict[Any, Any] | None = None  # made when a first value changes
+    for key, value in node.items():
+        if type(value) in _SCALARS:
+            continue
+        evaluated = partial(value, ctx)
+        if evaluated is value:
+            continue
+        if copy is None:
+            copy = dict(node)  # keys keep their order when a value is replaced or removed
+        if evaluated is REMOVED:
+            del copy[key]
+        else:
+            copy[key] = evaluated
+    return node if copy is None else copy
+
+
+def _partial_list(node: list[Any], ctx: EvalContext) -> list[Any]:
+    copy: list[Any] | None = None  # made when a first item changes
+    for index, value in enumerate(node):
+        evaluated = value if type(value) in _SCALARS else partial(value, ctx)
+        if copy is None:
+            if evaluated is value:
+                continue
+            copy = node[:index]
+        if evaluated is not REMOVED:
+            copy.append(evaluated)
+    return node if copy is None else copy
 
 
 def references(node: Any) -> Iterator[Reference]:
@@ -296,12 +353,10 @@ def _collect_references(node: Any, found: list[Reference]) -> None:
     kind = type(node)
     if kind in _SCALARS:
         return
-    if kind is dict:
-        for value in node.values():
-            _collect_references(value, found)
-    elif kind is list:
-        for value in node:
-            _collect_references(value, found)
+    if kind is dict or kind is list:
+        for value in node.values() if kind is dict else node:
+            if type(value) not in _SCALARS:
+                _collect_references(value, found)
     elif isinstance(node, Function):
         found.extend(node.references())
 

@@ -260,6 +260,19 @@ class _Preparer:
             self.errors.append(exc)
             return None
 
+    def evaluate_key(
+        self, raw: Mapping[str, Any], key: str, where: Where, scope: StackScope
+    ) -> Any:
+        """``evaluate`` of ``raw[key]``; None when it is absent or null.
+
+        The child ``Where`` is made only for a value that is there: a resource has ten
+        possible keys and usually two or three of them.
+        """
+        value = raw.get(key)
+        if value is None:
+            return None
+        return self.evaluate(value, where.child(key), scope)
+
     def resource(self, name: str, raw: Any, where: Where, scope: StackScope) -> ResourceDefinition:
         version = self.version
         for key in raw:
@@ -270,27 +283,12 @@ class _Preparer:
                     )
                 )
         implementation, schema, provider = self.resource_types[name]
-        count = len(self.errors)
-        properties = self.evaluate(raw.get("properties") or {}, where.child("properties"), scope)
-        if len(self.errors) > count:
-            properties = {}  # reported; checking the rest against the schema would only add noise
-        elif not isinstance(properties, dict) and not is_deferred(properties):
-            self.errors.append(where.child("properties").error("properties must be a map"))
-            properties = {}
-        elif schema is not None and isinstance(properties, dict):
-            _, problems = validate_properties(
-                properties,
-                schema.properties,
-                is_deferred=is_deferred,
-                open_properties=schema.open_properties,
-            )
-            base = where.child("properties")
-            self.errors.extend(base.child(*p.path).error(p.message) for p in problems)
-        metadata = self.evaluate(raw.get("metadata"), where.child("metadata"), scope)
+        properties = self.properties(raw, where, scope, schema)
+        metadata = self.evaluate_key(raw, "metadata", where, scope)
         if metadata is not None and not isinstance(metadata, dict) and not is_deferred(metadata):
             self.errors.append(where.child("metadata").error("metadata must be a map"))
-        update_policy = self.evaluate(raw.get("update_policy"), where.child("update_policy"), scope)
-        external_id = self.evaluate(raw.get("external_id"), where.child("external_id"), scope)
+        update_policy = self.evaluate_key(raw, "update_policy", where, scope)
+        external_id = self.evaluate_key(raw, "external_id", where, scope)
         deletion_policy = "Delete"
         if raw.get("deletion_policy") is not None:
             at = where.child("deletion_policy")
@@ -303,7 +301,7 @@ class _Preparer:
         if not isinstance(description, str):
             self.errors.append(where.child("description").error("description must be a string"))
             description = ""
-        depends_on = self.depends_on(raw.get("depends_on"), where.child("depends_on"), scope)
+        depends_on = self.depends_on(raw.get("depends_on"), where, scope)
         requires = set(depends_on)
         for snippet in (properties, metadata):
             for reference in find_references(snippet):
@@ -332,31 +330,56 @@ class _Preparer:
             scope=scope,
         )
 
-    def depends_on(self, raw: Any, where: Where, scope: StackScope) -> tuple[str, ...]:
+    def properties(
+        self,
+        raw: Mapping[str, Any],
+        where: Where,
+        scope: StackScope,
+        schema: ResourceTypeSchema | None,
+    ) -> Any:
+        """A resource's properties, evaluated and checked against its type's schema."""
+        at = where.child("properties")
+        count = len(self.errors)
+        properties = self.evaluate(raw.get("properties") or {}, at, scope)
+        if len(self.errors) > count:
+            return {}  # reported; checking the rest against the schema would only add noise
+        if not isinstance(properties, dict) and not is_deferred(properties):
+            self.errors.append(at.error("properties must be a map"))
+            return {}
+        if schema is not None and isinstance(properties, dict):
+            _, problems = validate_properties(
+                properties,
+                schema.properties,
+                is_deferred=is_deferred,
+                open_properties=schema.open_properties,
+            )
+            self.errors.extend(at.child(*p.path).error(p.message) for p in problems)
+        return properties
+
+    def depends_on(self, raw: Any, resource: Where, scope: StackScope) -> tuple[str, ...]:
         if raw is None:
             return ()
         names = [raw] if isinstance(raw, str) else raw
         if not isinstance(names, list):
+            where = resource.child("depends_on")
             self.errors.append(where.error("depends_on must be a resource name or a list of them"))
             return ()
         result: list[str] = []
         for index, item in enumerate(names):
-            at = where.child(index) if isinstance(raw, list) else where
+            if isinstance(item, str) and item in scope.resources:
+                # Heat drops dependencies on resources whose condition is false
+                if item not in scope.disabled and item not in result:
+                    result.append(item)
+                continue
+            # the place is made for a problem only: most resources have none
+            at = resource.child("depends_on", *((index,) if isinstance(raw, list) else ()))
             if not isinstance(item, str):
-                self.errors.append(
-                    at.error(f"depends_on entries must be resource names, not {item!r}")
+                message = f"depends_on entries must be resource names, not {item!r}"
+            else:
+                message = (
+                    f"depends_on: unknown resource {item!r}{did_you_mean(item, scope.resources)}"
                 )
-            elif item in scope.disabled:
-                continue  # Heat drops dependencies on resources whose condition is false
-            elif item not in scope.resources:
-                self.errors.append(
-                    at.error(
-                        f"depends_on: unknown resource {item!r}"
-                        f"{did_you_mean(item, scope.resources)}"
-                    )
-                )
-            elif item not in result:
-                result.append(item)
+            self.errors.append(at.error(message))
         return tuple(result)
 
     def output(self, name: str, raw: Any, where: Where, scope: StackScope) -> OutputDefinition:
@@ -398,7 +421,7 @@ class _Preparer:
                 self.errors.append(exc)
 
         disabled: set[str] = set()
-        enabled: list[str] = []
+        enabled: list[tuple[str, Where]] = []
         for name, raw in raw_resources.items():
             where = section.child(name)
             if not isinstance(raw, dict):
@@ -406,15 +429,15 @@ class _Preparer:
                 disabled.add(name)
                 continue
             if self.condition_of(raw, where):
-                enabled.append(name)
+                enabled.append((name, where))
                 self.type_of(name, raw, where)
             else:
                 disabled.add(name)
         scope.disabled = frozenset(disabled)
 
         resources: dict[str, ResourceDefinition] = {}
-        for name in enabled:
-            resources[name] = self.resource(name, raw_resources[name], section.child(name), scope)
+        for name, where in enabled:
+            resources[name] = self.resource(name, raw_resources[name], where, scope)
 
         outputs: dict[str, OutputDefinition] = {}
         output_section = template.where.child("outputs")
