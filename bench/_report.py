@@ -6,6 +6,7 @@ import datetime
 import os
 import platform
 import re
+import resource
 import subprocess
 from pathlib import Path
 
@@ -48,3 +49,20 @@ def write_section(key: str, lines: list[str], doc: Path = DOC) -> None:
         text = text.rstrip() + "\n\n" + section
     doc.parent.mkdir(exist_ok=True)
     doc.write_text(text.rstrip() + "\n")
+
+
+def peak_rss_kb() -> int:
+    """This process's peak resident set, in KiB.
+
+    Linux's ``VmHWM`` belongs to this program's own address space. ``ru_maxrss`` is not
+    used: it keeps the peak of the process before ``exec``, so a child started by a
+    benchmark that already holds hundreds of MB would report the parent's figure.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

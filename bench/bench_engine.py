@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _report import provenance, write_section
+from _report import peak_rss_kb, provenance, write_section
 from converge.api import Converge
 
 NONE = "OS::Heat::None"
@@ -267,23 +267,6 @@ async def waiting_group(n: int, profiler: Profiler) -> list[Row]:
             )
             row.checked = f"each waits {WAIT_SECS} s on create"
     return [row]
-
-
-def peak_rss_kb() -> int:
-    """This process's peak resident set, in KiB.
-
-    Linux's ``VmHWM`` belongs to this program's own address space. ``ru_maxrss`` is not
-    used: it keeps the peak of the process before ``exec``, and a child started by a
-    benchmark that already holds hundreds of MB would report the parent's figure.
-    """
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 async def memory_child(n: int) -> dict[str, Any]:

@@ -16,7 +16,6 @@ import multiprocessing
 import os
 import platform
 import re
-import resource
 import statistics
 import subprocess
 import tempfile
@@ -26,6 +25,7 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from _report import peak_rss_kb
 from converge.adapters.local_bus import LocalBus
 from converge.adapters.sql.store import SqlStore
 from converge.core.states import Action, Status
@@ -211,7 +211,7 @@ async def compare_pass(url: str, count: int, traced: bool) -> dict[str, float]:
     finally:
         await sync.stop()
         await store.close()
-    figures["rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    figures["rss"] = peak_rss_kb() / 1024
     return figures
 
 
