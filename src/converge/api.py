@@ -363,11 +363,14 @@ class Converge:
         return await self._view(stack)
 
     async def list_stacks(self, *, show_nested: bool = False) -> list[StackView]:
-        """The live stacks; nested stacks (made by provider templates) only if asked."""
+        """The live stacks; nested stacks (made by provider templates) only if asked, or
+        when their owner is gone (a nested stack kept by ``deletion_policy: Retain``)."""
+        stacks = await self._store.list_stacks(self.project_id)
+        live = {stack.id for stack in stacks}
         return [
             await self._view(stack)
-            for stack in await self._store.list_stacks(self.project_id)
-            if show_nested or stack.owner_id is None
+            for stack in stacks
+            if show_nested or stack.owner_id is None or stack.owner_id not in live
         ]
 
     async def list_resources(self, name_or_id: str) -> list[ResourceView]:

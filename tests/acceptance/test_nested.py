@@ -220,3 +220,35 @@ async def test_interrupted_create_adopts_its_nested_stack(cv: Converge, reality:
     assert done.stack_status == "CREATE_COMPLETE", done.stack_status_reason
     assert await nested_stacks(cv) == [nested.stack_name]
     assert len(reality.by_name("part")) == 1
+
+
+async def test_retained_nested_stack_outlives_its_owner_and_is_listed(
+    cv: Converge, reality: Reality
+) -> None:
+    retained = OUTER.replace(
+        "    type: box.yaml\n", "    type: box.yaml\n    deletion_policy: Retain\n"
+    )
+    await cv.create_stack("outer", retained, files=FILES)
+    (nested,) = await nested_stacks(cv)
+    stack = await cv.delete_stack("outer")
+    assert stack.stack_status == "DELETE_COMPLETE", stack.stack_status_reason
+    # Kept, with what it made, and no longer hidden behind an owner that is gone.
+    assert [s.stack_name for s in await cv.list_stacks()] == [nested]
+    assert len(reality.by_name("part")) == 1
+
+
+async def test_check_goes_into_nested_stacks(cv: Converge, reality: Reality) -> None:
+    await cv.create_stack("outer", OUTER, files=FILES)
+    stack = await cv.check_stack("outer")
+    assert stack.stack_status == "CHECK_COMPLETE", stack.stack_status_reason
+    assert "box: nested (1 in sync)" in stack.stack_status_reason
+    # Out of band, inside the nested stack: found by the owner's check, recorded there.
+    (part_id,) = reality.by_name("part")
+    del reality.things[part_id]
+    stack = await cv.check_stack("outer")
+    assert stack.stack_status == "CHECK_COMPLETE", stack.stack_status_reason
+    assert "box: nested (1 deleted)" in stack.stack_status_reason
+    (nested,) = await nested_stacks(cv)
+    assert [(d.resource_name, d.drift_status) for d in await cv.drift(nested)] == [
+        ("part", "DELETED")
+    ]

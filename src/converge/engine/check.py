@@ -12,13 +12,15 @@ import asyncio
 import logging
 import uuid
 from collections import Counter
+from collections.abc import Iterable
 
 from converge.core.drift import Drift, DriftStatus
 from converge.core.states import Action, Status
+from converge.core.template.environment import is_provider_template
 from converge.engine.context import EngineContext
 from converge.engine.operations import StackOperations, current_rows, stack_event
 from converge.engine.worker import ActionFailed, Worker
-from converge.errors import Conflict
+from converge.errors import Conflict, NotFound
 from converge.records import NewEvent, ResourceRecord, StackRecord
 
 log = logging.getLogger("converge.engine.check")
@@ -77,6 +79,8 @@ class StackChecker:
         async with asyncio.TaskGroup() as group:
             for row in rows.values():
                 group.create_task(one(row))
+        nested = await self._check_nested(stack, rows.values())
+        failures += [f"{name}: {reason}" for name, (ok, reason) in nested.items() if not ok]
         counts = Counter(results.values())
         summary = ", ".join(
             f"{counts[status]} {str(status).lower().replace('_', ' ')}"
@@ -89,6 +93,8 @@ class StackChecker:
         else:
             status = Status.COMPLETE
             reason = f"Stack CHECK completed successfully ({summary or 'no resources'})"
+            if nested:
+                reason += "; " + "; ".join(f"{name}: {text}" for name, (_, text) in nested.items())
         done = await self.ctx.store.update_stack(
             stack.id,
             {"status": status, "status_reason": reason, "current_traversal": ""},
@@ -98,6 +104,34 @@ class StackChecker:
         if done is None:
             log.info("check superseded", extra={"stack": stack.name})
         self.operations.signal_settled(stack.id)
+
+    async def _check_nested(
+        self, stack: StackRecord, rows: Iterable[ResourceRecord]
+    ) -> dict[str, tuple[bool, str]]:
+        """Check the nested stacks of provider template resources too, as Heat does.
+
+        By resource name: whether the nested check completed, and its reason.
+        """
+        results: dict[str, tuple[bool, str]] = {}
+        for row in rows:
+            if not is_provider_template(row.type) or row.physical_resource_id is None:
+                continue
+            try:
+                child = await self.ctx.store.get_stack(row.physical_resource_id)
+            except NotFound:
+                continue  # gone: the resource's own observation says DELETED
+            if child.deleted or child.owner_id != stack.id:
+                continue
+            try:
+                started = await self.start(child.id)
+            except Conflict as exc:
+                results[row.name] = (False, str(exc))
+                continue
+            await self.run(started)
+            done = await self.ctx.store.get_stack(child.id)
+            text = done.status_reason.removeprefix("Stack CHECK completed successfully ")
+            results[row.name] = (done.status == Status.COMPLETE, f"nested {text}")
+        return results
 
     async def _check_resource(
         self, stack: StackRecord, row: ResourceRecord

@@ -67,7 +67,9 @@ class PluginRegistry:
         return sorted(self._plugins)
 
     def __contains__(self, type_name: object) -> bool:
-        return type_name in self._plugins
+        return type_name in self._plugins or (
+            isinstance(type_name, str) and is_provider_template(type_name)
+        )
 
 
 def default_registry(*, enable_local_types: bool = True) -> PluginRegistry:
