@@ -14,9 +14,17 @@ from converge.errors import Conflict, NotFound
 from converge.records import NewEvent, NewResource, ServiceRecord
 
 
-@pytest.fixture
-async def store(database_url: str) -> AsyncIterator[SqlStore]:
-    store = SqlStore.open(database_url)
+@pytest.fixture(params=["sqlite", "sqlite-store-thread", "postgresql"])
+async def store(request: pytest.FixtureRequest, tmp_path: object) -> AsyncIterator[SqlStore]:
+    if request.param == "postgresql":
+        url = str(request.getfixturevalue("postgres_url"))
+    else:
+        url = f"sqlite:///{tmp_path}/converge.db"
+    store = SqlStore.open(url)
+    if request.param == "sqlite-store-thread":
+        # What runs while another connection holds the file's lock: every transaction on
+        # the store's own thread instead of inline.
+        store._inline = None
     try:
         yield store
     finally:
