@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime as dt
 import logging
 import re
 import uuid
@@ -509,6 +510,7 @@ class Converge:
             registry=self._ctx.registry,
             settings=self._ctx.settings,
             previous_parameters=previous_parameters,
+            now=dt.datetime.fromtimestamp(self._ctx.clock.now(), dt.UTC),
         )
 
     async def _find(self, name_or_id: str, *, include_deleted: bool = False) -> StackRecord:

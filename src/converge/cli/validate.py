@@ -9,6 +9,7 @@ not be a way to read arbitrary files.
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -152,6 +153,7 @@ def run_validate(
             identity=StackIdentity(template_path.stem, "validate", "validate"),
             registry=default_registry(),
             settings=None,  # the engine's configuration is not known here
+            now=datetime.datetime.now(datetime.UTC),
         )
     except TemplateError as exc:
         return None, _sorted_errors(exc)

@@ -9,6 +9,13 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
+from converge.core.custom_constraints import (
+    NO_CONTEXT,
+    ConstraintContext,
+    custom_constraint_name_problem,
+    custom_constraint_problem,
+)
+
 
 class PropertyType(StrEnum):
     STRING = "string"
@@ -24,9 +31,10 @@ class PropertyType(StrEnum):
 class Constraint:
     """One of Heat's property constraints.
 
-    ``kind`` is ``length``, ``range``, ``modulo``, ``allowed_values`` or ``allowed_pattern``;
-    ``value`` holds its arguments as Heat writes them (``{"min": 1, "max": 5}``, a list, a
-    regular expression); ``description`` replaces the default message when set.
+    ``kind`` is ``length``, ``range``, ``modulo``, ``allowed_values``, ``allowed_pattern`` or
+    ``custom_constraint``; ``value`` holds its arguments as Heat writes them (``{"min": 1,
+    "max": 5}``, a list, a regular expression, a constraint name); ``description`` replaces
+    the default message when set.
     """
 
     kind: str
@@ -206,8 +214,7 @@ def constraint_shape_problem(constraint: Constraint) -> str | None:
                 return "allowed_pattern needs a regular expression string"
             re.compile(args)
         elif kind == "custom_constraint":
-            if not isinstance(args, str):
-                return "custom_constraint needs a constraint name"
+            return custom_constraint_name_problem(args)
         else:
             return f"unknown constraint {kind!r}"
     except ValueError as exc:
@@ -229,12 +236,16 @@ def _range_problem(number: Any, args: Mapping[str, Any], what: str) -> str | Non
 
 
 def constraint_problem(
-    value: Any, constraint: Constraint, *, show_value: bool = True
+    value: Any,
+    constraint: Constraint,
+    *,
+    show_value: bool = True,
+    context: ConstraintContext = NO_CONTEXT,
 ) -> str | None:
     """Heat's message when ``value`` violates ``constraint``, else None.
 
-    ``custom_constraint`` names a check against a cloud service (``nova.flavor`` …); converge
-    has none of those services, so such constraints are accepted and not checked.
+    A ``custom_constraint`` that asks a cloud service (``nova.flavor`` …) passes: there is
+    none here (``custom_constraints.py``).
     """
     kind, args = constraint.kind, constraint.value
     problem: str | None = None
@@ -274,6 +285,8 @@ def constraint_problem(
             if match is None or match.end() != len(text):
                 problem = f'"{_shown(item, show_value)}" does not match pattern "{args}"'
                 break
+    elif kind == "custom_constraint":
+        problem = custom_constraint_problem(args, value, show_value=show_value, context=context)
     if problem is not None and constraint.description:
         return constraint.description
     return problem
@@ -288,11 +301,15 @@ def _same(value: Any, choice: Any) -> bool:
 
 
 def check_constraints(
-    value: Any, constraints: tuple[Constraint, ...], *, show_value: bool = True
+    value: Any,
+    constraints: tuple[Constraint, ...],
+    *,
+    show_value: bool = True,
+    context: ConstraintContext = NO_CONTEXT,
 ) -> str | None:
     """The message of the first constraint ``value`` violates, else None."""
     for constraint in constraints:
-        problem = constraint_problem(value, constraint, show_value=show_value)
+        problem = constraint_problem(value, constraint, show_value=show_value, context=context)
         if problem is not None:
             return problem
     return None

@@ -8,6 +8,7 @@ template is reported with its file and line instead of failing half-way through 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from converge.core.template import (
@@ -37,11 +38,14 @@ def prepare_definition(
     settings: EngineSettings | None,
     previous_parameters: Mapping[str, Any] | None = None,
     depth: int = 0,
+    now: datetime | None = None,
 ) -> StackDefinition:
     """A validated definition, or ``TemplateError`` naming every problem found.
 
     ``settings`` None: the template checks only, not the plugins' own (which need to know
-    the engine's configuration: allowed roots, plugin settings).
+    the engine's configuration: allowed roots, plugin settings). ``now``: the time an
+    ``expiration`` constraint is compared with, when a request is being accepted (never
+    when a stored stack is prepared again: time passing must not break it).
     """
     definition = prepare_stack(
         template,
@@ -51,9 +55,10 @@ def prepare_definition(
         identity=identity,
         schemas=registry,
         previous_parameters=previous_parameters,
+        now=now,
     )
     problems = [] if settings is None else plugin_problems(definition, registry, settings)
-    problems += nested_problems(definition, files, identity, registry, settings, depth)
+    problems += nested_problems(definition, files, identity, registry, settings, depth, now)
     TemplateErrors.raise_if_any(problems)
     return definition
 
@@ -82,6 +87,7 @@ def nested_problems(
     registry: PluginRegistry,
     settings: EngineSettings | None,
     depth: int = 0,
+    now: datetime | None = None,
 ) -> list[TemplateError]:
     """Prepare the stack each provider template resource will make, where its parameters
     are known now; one whose properties wait for other resources is checked when made."""
@@ -117,6 +123,7 @@ def nested_problems(
                 registry=registry,
                 settings=settings,
                 depth=depth + 1,
+                now=now,
             )
         except TemplateError as exc:
             problems.extend(exc.errors if isinstance(exc, TemplateErrors) else [exc])

@@ -238,6 +238,32 @@ def test_immutable_parameters_cannot_change(
             "parameter_groups:\n- parameters: [q]\nparameters:\n  p: {type: string, default: a}\n",
             "the grouped parameter 'q' does not reference a valid parameter",
         ),
+        (
+            "parameters:\n  p:\n    type: string\n    constraints:\n      - custom_constraint: ip_adr\n",
+            "t.yaml:6: parameters.p.constraints[0].custom_constraint: unknown custom_constraint "
+            "'ip_adr' (did you mean 'ip_addr'?)",
+        ),
+        (
+            "parameters:\n  p:\n    type: string\n    constraints:\n      - custom_constraint: nova.flavour\n",
+            "t.yaml:6: parameters.p.constraints[0].custom_constraint: unknown custom_constraint "
+            "'nova.flavour' (did you mean 'nova.flavor'?)",
+        ),
+        (
+            "parameters:\n  p: {type: string, constraints: [{custom_constraint: zzz}]}\n",
+            "t.yaml:3: parameters.p.constraints[0].custom_constraint: unknown custom_constraint "
+            "'zzz'; Heat's are cron_expression, dns_domain",
+        ),
+        (
+            "parameters:\n  p: {type: json, constraints: [{custom_constraint: ip_addr}]}\n",
+            "t.yaml:3: parameters.p.constraints[0].custom_constraint: custom_constraint is not "
+            "valid for a json parameter",
+        ),
+        (
+            "parameters:\n  p:\n    type: string\n    default: nope\n"
+            "    constraints: [{custom_constraint: mac_addr}]\n",
+            "t.yaml:5: parameters.p.default: invalid default: Error validating value 'nope': "
+            "Invalid MAC address.",
+        ),
     ],
 )
 def test_declaration_problems(

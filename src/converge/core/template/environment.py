@@ -5,7 +5,9 @@ The registry maps type names to other types (``"My::Type": OS::Heat::None``), by
 from the files map), and holds per-resource entries (``resources: {name: {hooks: …}}``,
 names may end in ``*``) with hooks, restricted actions and resource-specific mappings.
 Several environments merge in order, the later winning entry by entry, as in Heat; a
-mapping to ``null`` removes an earlier one.
+mapping to ``null`` removes an earlier one. Parameter values also keep each file's own
+(``parameter_layers``): a file's ``parameter_merge_strategies`` can only be applied once the
+template says each parameter's type (``parameter_merge.py``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,11 @@ from typing import Any
 
 from converge.core.template.loader import DEFAULT_LIMITS, Limits, load_document
 from converge.core.template.nodes import EMPTY_SOURCE_MAP, SourceMap, Where
+from converge.core.template.parameter_layers import (
+    STRATEGIES_SECTION,
+    ParameterLayer,
+    read_merge_strategies,
+)
 from converge.core.template.template import did_you_mean
 from converge.errors import TemplateError, TemplateErrors
 
@@ -26,8 +33,10 @@ SECTIONS = (
     "resource_registry",
     "event_sinks",
     "encrypted_param_names",
-    "parameter_merge_strategies",
+    STRATEGIES_SECTION,
 )
+LAYERS_SECTION = "parameter_layers"  # written by ``to_data`` only, never by hand
+_LAYER_KEYS = ("file", "parameters", "parameter_defaults", STRATEGIES_SECTION)
 HOOK_TYPES = ("pre-create", "pre-update", "pre-delete", "post-create", "post-update", "post-delete")
 RESTRICTED_ACTIONS = ("update", "replace")
 _TEMPLATE_SUFFIXES = (".yaml", ".yml", ".template", ".json")
@@ -81,7 +90,9 @@ class Environment:
     base_url: str | None = None
     event_sinks: tuple[Any, ...] = ()
     encrypted_param_names: tuple[str, ...] = ()
-    parameter_merge_strategies: Mapping[str, Any] = field(default_factory=dict)
+    parameter_merge_strategies: Mapping[str, str] = field(default_factory=dict)
+    # each merged file's parameter sections, in order; empty for a single file
+    parameter_layers: tuple[ParameterLayer, ...] = ()
     notes: tuple[str, ...] = ()  # things accepted but without effect here
     source_map: SourceMap = field(default=EMPTY_SOURCE_MAP, repr=False, compare=False)
     # where each parameter value was written, for messages (merged environments keep this)
@@ -90,6 +101,25 @@ class Environment:
     @property
     def where(self) -> Where:
         return Where(self.filename, (), self.source_map)
+
+    @property
+    def layers(self) -> tuple[ParameterLayer, ...]:
+        """The parameter sections of every file merged into this one, in order."""
+        if self.parameter_layers:
+            return self.parameter_layers
+        own = ParameterLayer(
+            self.filename,
+            self.parameters,
+            self.parameter_defaults,
+            self.parameter_merge_strategies,
+            self.source_map,
+        )
+        return () if own.is_empty() else (own,)
+
+    @property
+    def has_merge_strategies(self) -> bool:
+        """Whether values must be merged by type: several files, one with strategies."""
+        return any(layer.strategies for layer in self.parameter_layers)
 
     def _entries_for(self, resource_name: str | None) -> list[ResourceEntry]:
         if resource_name is None or not self.resources:
@@ -158,17 +188,18 @@ class Environment:
             registry["resources"] = {
                 name: entry.to_data() for name, entry in self.resources.items()
             }
-        data: dict[str, Any] = {
-            "parameters": dict(self.parameters),
-            "parameter_defaults": dict(self.parameter_defaults),
-            "resource_registry": registry,
-        }
+        data: dict[str, Any] = {"resource_registry": registry}
+        if self.has_merge_strategies:
+            data[LAYERS_SECTION] = [layer.to_data() for layer in self.parameter_layers]
+        else:
+            data["parameters"] = dict(self.parameters)
+            data["parameter_defaults"] = dict(self.parameter_defaults)
+            if self.parameter_merge_strategies:
+                data[STRATEGIES_SECTION] = dict(self.parameter_merge_strategies)
         if self.event_sinks:
             data["event_sinks"] = list(self.event_sinks)
         if self.encrypted_param_names:
             data["encrypted_param_names"] = list(self.encrypted_param_names)
-        if self.parameter_merge_strategies:
-            data["parameter_merge_strategies"] = dict(self.parameter_merge_strategies)
         return data
 
     def provider_templates(self) -> set[str]:
@@ -257,8 +288,36 @@ def load_environment(
 
 
 def environment_from_data(data: Any, filename: str | None = None) -> Environment:
-    """An environment from already-parsed data (``Environment.to_data()`` or a request)."""
-    return _environment(data, filename, EMPTY_SOURCE_MAP)
+    """An environment from already-parsed data (``Environment.to_data()`` or a request).
+
+    The files of ``parameter_layers`` come back as the environments they were, merged
+    again in order before the rest of ``data``.
+    """
+    if not isinstance(data, dict) or LAYERS_SECTION not in data:
+        return _environment(data, filename, EMPTY_SOURCE_MAP)
+    rest = {key: value for key, value in data.items() if key != LAYERS_SECTION}
+    layers = _stored_layers(data[LAYERS_SECTION], Where(filename).child(LAYERS_SECTION))
+    return merge_environments([*layers, _environment(rest, filename, EMPTY_SOURCE_MAP)])
+
+
+def _stored_layers(raw: Any, where: Where) -> list[Environment]:
+    if not isinstance(raw, list):
+        raise where.error(f"{LAYERS_SECTION} must be a list")
+    layers: list[Environment] = []
+    errors: list[TemplateError] = []
+    for index, layer in enumerate(raw):
+        at = where.child(index)
+        if not isinstance(layer, dict) or not set(layer) <= set(_LAYER_KEYS):
+            errors.append(at.error(f"a layer is a map of {', '.join(_LAYER_KEYS)}"))
+            continue
+        file = layer.get("file")
+        sections = {key: value for key, value in layer.items() if key != "file"}
+        try:
+            layers.append(_environment(sections, str(file) if file else None, EMPTY_SOURCE_MAP))
+        except TemplateError as exc:
+            errors.append(exc)
+    TemplateErrors.raise_if_any(errors)
+    return layers
 
 
 def _environment(data: Any, filename: str | None, source_map: SourceMap) -> Environment:
@@ -273,9 +332,13 @@ def _environment(data: Any, filename: str | None, source_map: SourceMap) -> Envi
             errors.append(
                 where.child(key).error(f"unknown section {key!r}{did_you_mean(key, SECTIONS)}")
             )
-    for name in ("parameters", "parameter_defaults", "parameter_merge_strategies"):
+    for name in ("parameters", "parameter_defaults"):
         if data.get(name) is not None and not isinstance(data[name], dict):
             errors.append(where.child(name).error(f"{name} must be a map"))
+    strategies, problems = read_merge_strategies(
+        data.get(STRATEGIES_SECTION), where.child(STRATEGIES_SECTION)
+    )
+    errors.extend(problems)
     try:
         types, resources, base_url = _registry(
             data.get("resource_registry"), where.child("resource_registry")
@@ -305,7 +368,7 @@ def _environment(data: Any, filename: str | None, source_map: SourceMap) -> Envi
         base_url=base_url,
         event_sinks=tuple(sinks),
         encrypted_param_names=tuple(str(name) for name in encrypted),
-        parameter_merge_strategies=dict(data.get("parameter_merge_strategies") or {}),
+        parameter_merge_strategies=strategies,
         notes=notes,
         source_map=source_map,
         origins={name: where.child("parameters", name) for name in parameters},
@@ -315,8 +378,9 @@ def _environment(data: Any, filename: str | None, source_map: SourceMap) -> Envi
 def merge_environments(environments: Iterable[Environment]) -> Environment:
     """One environment from several, later ones winning (Heat's merge order).
 
-    ``parameters`` and ``parameter_defaults`` merge by name, type mappings by type name
-    (``null`` removes), per-resource entries key by key.
+    ``parameters`` and ``parameter_defaults`` merge by name (the template-agnostic view; the
+    files' ``parameter_merge_strategies`` apply at prepare time, to ``parameter_layers``),
+    type mappings by type name (``null`` removes), per-resource entries key by key.
     """
     envs = list(environments)
     if not envs:
@@ -331,7 +395,6 @@ def merge_environments(environments: Iterable[Environment]) -> Environment:
     base_url = None
     sinks: list[Any] = []
     encrypted: list[str] = []
-    strategies: dict[str, Any] = {}
     notes: list[str] = []
     for env in envs:
         parameters.update(env.parameters)
@@ -347,7 +410,6 @@ def merge_environments(environments: Iterable[Environment]) -> Environment:
         base_url = env.base_url or base_url
         sinks.extend(env.event_sinks)
         encrypted.extend(name for name in env.encrypted_param_names if name not in encrypted)
-        strategies.update(env.parameter_merge_strategies)
         notes.extend(note for note in env.notes if note not in notes)
     return Environment(
         filename=envs[-1].filename,
@@ -358,7 +420,7 @@ def merge_environments(environments: Iterable[Environment]) -> Environment:
         base_url=base_url,
         event_sinks=tuple(sinks),
         encrypted_param_names=tuple(encrypted),
-        parameter_merge_strategies=strategies,
+        parameter_layers=tuple(layer for env in envs for layer in env.layers),
         notes=tuple(notes),
         source_map=envs[-1].source_map,
         origins=origins,

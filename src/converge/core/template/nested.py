@@ -15,7 +15,11 @@ from __future__ import annotations
 import fnmatch
 from typing import Any
 
-from converge.core.template.environment import Environment, environment_from_data
+from converge.core.template.environment import (
+    LAYERS_SECTION,
+    Environment,
+    environment_from_data,
+)
 
 # Heat's max_nested_stack_depth default: a provider template using itself must end.
 MAX_NESTING_DEPTH = 5
@@ -27,6 +31,8 @@ def child_environment(
     """The environment of the nested stack made for ``resource_name`` (a pure function)."""
     data = parent.to_data()
     data["parameters"] = {}
+    for layer in data.get(LAYERS_SECTION, ()):
+        layer["parameters"] = {}  # each merged file's own, kept for its merge strategies
     registry: dict[str, Any] = data["resource_registry"]
     if registry.get(resource_type) == provider:
         del registry[resource_type]

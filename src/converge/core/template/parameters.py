@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from converge.core.custom_constraints import NO_CONTEXT, ConstraintContext
 from converge.core.schema import (
     Constraint,
     check_constraints,
@@ -36,7 +37,8 @@ class ParameterType(StrEnum):
     BOOLEAN = "boolean"
 
 
-# Which constraint kinds make sense for which parameter type (as Heat checks).
+# Which constraint kinds make sense for which parameter type (as Heat checks: a json
+# parameter is a map, which no custom constraint takes).
 _CONSTRAINTS_FOR: Mapping[ParameterType, frozenset[str]] = {
     ParameterType.STRING: frozenset(
         {"length", "allowed_values", "allowed_pattern", "custom_constraint"}
@@ -45,7 +47,7 @@ _CONSTRAINTS_FOR: Mapping[ParameterType, frozenset[str]] = {
     ParameterType.COMMA_DELIMITED_LIST: frozenset(
         {"length", "allowed_values", "allowed_pattern", "custom_constraint"}
     ),
-    ParameterType.JSON: frozenset({"length", "allowed_values", "custom_constraint"}),
+    ParameterType.JSON: frozenset({"length", "allowed_values"}),
     ParameterType.BOOLEAN: frozenset({"allowed_values", "custom_constraint"}),
 }
 
@@ -64,18 +66,23 @@ class ParameterSchema:
     label: str | None = None
     description: str = ""
     tags: tuple[str, ...] = ()
-    # custom_constraint entries are kept but not checked: they name cloud-service lookups.
     constraints: tuple[Constraint, ...] = ()
 
-    def coerce(self, value: Any) -> Any:
-        """``value`` converted by Heat's rules and checked; ``ValueError`` with a message."""
+    def coerce_type(self, value: Any) -> Any:
+        """``value`` converted to the type by Heat's rules; ``ValueError`` with a message."""
         try:
-            coerced = _coerce(self.type, value)
+            return _coerce(self.type, value)
         except ValueError as exc:
             if self.hidden:
                 raise ValueError(f"the value is not a valid {self.type}") from None
             raise ValueError(str(exc)) from None
-        problem = check_constraints(coerced, self.constraints, show_value=not self.hidden)
+
+    def coerce(self, value: Any, context: ConstraintContext = NO_CONTEXT) -> Any:
+        """``value`` converted by Heat's rules and checked; ``ValueError`` with a message."""
+        coerced = self.coerce_type(value)
+        problem = check_constraints(
+            coerced, self.constraints, show_value=not self.hidden, context=context
+        )
         if problem is not None:
             raise ValueError(problem)
         return coerced
@@ -283,6 +290,17 @@ def _check_groups(
     return errors
 
 
+def _default_problems(schema: ParameterSchema, context: ConstraintContext) -> list[TemplateError]:
+    """A default's custom constraints checked again, now with what some of them need."""
+    if context is NO_CONTEXT or all(c.kind != "custom_constraint" for c in schema.constraints):
+        return []
+    try:
+        schema.coerce(schema.default, context)
+    except ValueError as exc:
+        return [schema.where.child("default").error(f"invalid default: {exc}")]
+    return []
+
+
 @dataclass(frozen=True)
 class ParameterSource:
     """Values from one origin, with where to point at when one of them is wrong."""
@@ -291,6 +309,7 @@ class ParameterSource:
     origin: str = "given"  # for messages: "given" (-P / API) or "from env.yaml"
     locations: Mapping[str, Where] = field(default_factory=dict)  # where each was written
     reject_unknown: bool = True
+    labels: Mapping[str, str] = field(default_factory=dict)  # an origin per name, if its own
 
 
 def resolve_parameters(
@@ -298,10 +317,13 @@ def resolve_parameters(
     sources: list[ParameterSource],
     *,
     previous: Mapping[str, Any] | None = None,
+    context: ConstraintContext = NO_CONTEXT,
 ) -> tuple[dict[str, Any], list[TemplateError]]:
     """Final parameter values from ``sources`` (highest precedence first), and problems.
 
     ``previous``: the values of the stack being updated, for the immutable check.
+    ``context``: what the constraints that need more than the value are checked with; the
+    defaults, checked without it when the template was read, are checked again with it.
     """
     errors: list[TemplateError] = []
     for source in sources:
@@ -321,17 +343,17 @@ def resolve_parameters(
             if name in source.values:
                 raw = source.values[name]
                 try:
-                    values[name] = schema.coerce(raw)
+                    values[name] = schema.coerce(raw, context)
                 except ValueError as exc:
+                    origin = source.labels.get(name, source.origin)
                     errors.append(
-                        schema.where.error(
-                            f"invalid value {source.origin} for parameter {name!r}: {exc}"
-                        )
+                        schema.where.error(f"invalid value {origin} for parameter {name!r}: {exc}")
                     )
                 break
         else:
             if schema.has_default:
                 values[name] = schema.default
+                errors.extend(_default_problems(schema, context))
             else:
                 errors.append(
                     schema.where.error(

@@ -8,9 +8,11 @@ and references, outputs, and finally dependency cycles.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
+from converge.core.custom_constraints import ConstraintContext, unchecked_note
 from converge.core.schema import (
     AttributeSchema,
     PropertySchema,
@@ -31,7 +33,9 @@ from converge.core.template.environment import Environment, is_provider_template
 from converge.core.template.gcpause import without_gc
 from converge.core.template.nodes import Unresolved, Where, parse, partial
 from converge.core.template.nodes import references as find_references
+from converge.core.template.parameter_merge import environment_sources
 from converge.core.template.parameters import (
+    ParameterSchema,
     ParameterSource,
     ParameterType,
     parameter_schemas,
@@ -64,7 +68,7 @@ def provider_schema(template: Template, type_name: str) -> ResourceTypeSchema:
             description=schema.description,
             required=not schema.has_default,
             default=schema.default if schema.has_default else None,
-            constraints=tuple(c for c in schema.constraints if c.kind != "custom_constraint"),
+            constraints=schema.constraints,
             update_allowed=True,
             hidden=schema.hidden,
         )
@@ -139,6 +143,7 @@ class _Preparer:
         identity: StackIdentity,
         schemas: TypeSchemas,
         previous_parameters: Mapping[str, Any] | None,
+        now: datetime | None,
     ) -> None:
         self.template = template
         self.version = template.version
@@ -152,25 +157,38 @@ class _Preparer:
         self.conditions = _Conditions(template)
         self.resource_types: dict[str, tuple[str, ResourceTypeSchema | None, str | None]] = {}
         self.provider_schemas: dict[str, ResourceTypeSchema | None] = {}
+        self.constraint_context = ConstraintContext(now, self.type_exists)
+        self.notes: list[str] = list(environment.notes)
 
     # --- parameters and conditions ---------------------------------------------------------
 
     def parameters(self) -> tuple[dict[str, Any], Mapping[str, Any]]:
         schemas, errors = parameter_schemas(self.template)
         self.errors.extend(errors)
-        env = self.environment
-        env_label = f"from {env.filename}" if env.filename else "from the environment"
-        sources = [
-            ParameterSource(self.given),
-            ParameterSource(env.parameters, env_label, env.origins),
-            ParameterSource(
-                env.parameter_defaults, "from parameter_defaults", reject_unknown=False
-            ),
-        ]
-        values, errors = resolve_parameters(schemas, sources, previous=self.previous)
+        from_environment, errors = environment_sources(self.environment, schemas)
+        self.errors.extend(errors)
+        values, errors = resolve_parameters(
+            schemas,
+            [ParameterSource(self.given), *from_environment],
+            previous=self.previous,
+            context=self.constraint_context,
+        )
         self.errors.extend(errors)
         self.hidden = frozenset(name for name, schema in schemas.items() if schema.hidden)
+        self.note_unchecked_constraints(schemas)
         return values, schemas
+
+    def note_unchecked_constraints(self, schemas: Mapping[str, ParameterSchema]) -> None:
+        """Say which custom constraints could not be checked here (OpenStack look-ups)."""
+        for name, schema in schemas.items():
+            for constraint in schema.constraints:
+                if constraint.kind != "custom_constraint":
+                    continue
+                note = unchecked_note(
+                    constraint.value, f"parameter {name!r}", self.constraint_context
+                )
+                if note is not None:
+                    self.notes.append(note)
 
     def condition_of(self, raw: Mapping[str, Any], where: Where) -> bool:
         """Whether a resource or output is enabled; problems count as enabled."""
@@ -185,6 +203,16 @@ class _Preparer:
             return True
 
     # --- resource types --------------------------------------------------------------------
+
+    def type_exists(self, type_name: str) -> bool:
+        """Whether a resource of ``type_name`` could be made (``heat.resource_type``)."""
+        try:
+            implementation = self.environment.implementation_type(type_name)
+        except ValueError:
+            return False
+        if is_provider_template(implementation):
+            return implementation in self.files
+        return self.schemas.lookup(implementation) is not None
 
     def provider(self, file: str, where: Where) -> ResourceTypeSchema | None:
         if file in self.provider_schemas:
@@ -457,7 +485,7 @@ class _Preparer:
             outputs=MappingProxyType(outputs),
             conditions=MappingProxyType(dict(self.conditions.values)),
             hidden_parameters=self.hidden,
-            notes=self.environment.notes,
+            notes=tuple(self.notes),
             environment=self.environment,
         )
         cycle = definition.graph().find_cycle()
@@ -478,11 +506,14 @@ def prepare_stack(
     identity: StackIdentity,
     schemas: TypeSchemas,
     previous_parameters: Mapping[str, Any] | None = None,
+    now: datetime | None = None,
 ) -> StackDefinition:
     """Validate a template with its environment and values into a ``StackDefinition``.
 
     Every problem found is raised together as ``TemplateErrors`` (a single one as
-    ``TemplateError``), each naming the file, line and path.
+    ``TemplateError``), each naming the file, line and path. ``now`` (aware) is the time
+    an ``expiration`` constraint must lie after; without it only its form is checked, so
+    preparing a stored stack again never fails because time has passed.
     """
     preparer = _Preparer(
         template,
@@ -492,5 +523,6 @@ def prepare_stack(
         identity,
         schemas,
         previous_parameters,
+        now,
     )
     return preparer.run()
