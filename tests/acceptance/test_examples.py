@@ -134,6 +134,25 @@ def test_quickstart_serves_its_directory_and_destroy_removes_everything(
     assert not (tmp_path / "quickstart").exists()
 
 
+def test_provider_example_makes_nested_stacks(run: Run) -> None:
+    provider = EXAMPLES / "provider"
+    result = run(
+        "apply", str(provider / "stack.yaml"), "-e", str(provider / "env.yaml"), "-f", "json"
+    )
+    assert result.exit_code == 0, result.stderr
+    outputs = outputs_of(result)
+    assert outputs["web_address"].startswith("10.") and outputs["db_address"].startswith("10.")
+    listed = json.loads(run("list", "--nested", "-f", "json").stdout)
+    owner = next(s for s in listed if s["stack_name"] == "stack")
+    nested = {s["stack_name"].split("-")[1]: s for s in listed if s["parent"] == owner["id"]}
+    assert set(nested) == {"web", "db"}
+    shown = json.loads(run("show", nested["db"]["stack_name"], "-f", "json").stdout)
+    assert shown["parameters"]["role"] == "database"
+    destroyed = run("destroy", "stack", "-y")
+    assert destroyed.exit_code == 0, destroyed.stderr
+    assert json.loads(run("list", "--nested", "-f", "json").stdout) == []
+
+
 def _try_fetch(url: str) -> str | None:
     try:
         return fetch(url)
