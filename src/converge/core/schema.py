@@ -138,6 +138,17 @@ _TRUE = frozenset({"true", "t", "yes", "y", "on", "1"})
 _FALSE = frozenset({"false", "f", "no", "n", "off", "0"})
 
 
+def to_string(value: Any) -> str:
+    """Heat's string coercion: numbers and booleans are written out, nothing else is."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    raise ValueError(f"expected a string, got {type_word(value)}")
+
+
 def to_boolean(value: Any) -> bool:
     """Heat's (oslo's strict) boolean parsing; ``ValueError`` for anything else."""
     if isinstance(value, bool):
@@ -317,13 +328,7 @@ def check_constraints(
 
 def _coerce_scalar(value: Any, kind: PropertyType) -> Any:
     if kind is PropertyType.STRING:
-        if isinstance(value, str):
-            return value
-        if isinstance(value, bool):
-            return "true" if value else "false"
-        if isinstance(value, int | float):
-            return str(value)
-        raise ValueError(f"expected a string, got {type_word(value)}")
+        return to_string(value)
     if kind is PropertyType.INTEGER:
         return to_integer(value)
     if kind is PropertyType.NUMBER:

@@ -20,6 +20,7 @@ from converge.core.schema import (
     constraint_shape_problem,
     to_boolean,
     to_number,
+    to_string,
     type_word,
 )
 from converge.core.template.nodes import Where
@@ -90,13 +91,7 @@ class ParameterSchema:
 
 def _coerce(kind: ParameterType, value: Any) -> Any:
     if kind is ParameterType.STRING:
-        if isinstance(value, str):
-            return value
-        if isinstance(value, bool):
-            return "true" if value else "false"
-        if isinstance(value, int | float):
-            return str(value)
-        raise ValueError(f"expected a string, got {type_word(value)}")
+        return to_string(value)
     if kind is ParameterType.NUMBER:
         return to_number(value)
     if kind is ParameterType.BOOLEAN:

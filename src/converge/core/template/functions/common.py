@@ -6,26 +6,15 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from converge.core.schema import type_word
 from converge.core.template.nodes import Function
 
 
 def describe(value: Any) -> str:
     """A template author's word for a value's type, for error messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, Mapping):
-        return "a map"
-    if isinstance(value, list | tuple):
-        return "a list"
     if isinstance(value, Function):
         return f"a {value.fn_name} call"
-    return type(value).__name__
+    return type_word(value)
 
 
 def is_list(value: Any) -> bool:
