@@ -252,3 +252,17 @@ async def test_check_goes_into_nested_stacks(cv: Converge, reality: Reality) -> 
     assert [(d.resource_name, d.drift_status) for d in await cv.drift(nested)] == [
         ("part", "DELETED")
     ]
+
+
+async def test_converge_update_reaches_into_nested_stacks(cv: Converge, reality: Reality) -> None:
+    """Heat's ``converge: true`` is passed on: what drifted inside is corrected too."""
+    await cv.create_stack("outer", OUTER, files=FILES)
+    (part_id,) = reality.by_name("part")
+    del reality.things[part_id]  # out of band, inside the nested stack
+    plain = await cv.update_stack("outer", OUTER, files=FILES)
+    assert plain.stack_status == "UPDATE_COMPLETE"
+    assert reality.by_name("part") == {}  # a plain update compares with what was applied
+    stack = await cv.update_stack("outer", OUTER, files=FILES, converge=True)
+    assert stack.stack_status == "UPDATE_COMPLETE", stack.stack_status_reason
+    ((_, part),) = reality.by_name("part").items()
+    assert part["value"] == "plain-small"

@@ -102,7 +102,7 @@ class NestedStackService:
             child_id, template.data, environment.to_data(), record.files, parameters
         )
         self.ctx.definitions.put(template_id, child)
-        await self.operations.converge(child_id, template_id, child, action)
+        await self.operations.converge(child_id, template_id, child, action, converge=rctx.converge)
         log.info(
             "nested stack started",
             extra={"stack": owner.name, "resource": rctx.resource_name, "nested": child_id},

@@ -169,6 +169,9 @@ class Worker:
             # Reality differs in a way the properties do not show (a normalised form, a
             # derived field): apply the wanted properties again, in place.
             decision = Decision(Change.UPDATE, "reality drifted: re-applying the properties")
+        if drift is not None and plugin.converges_inside and decision.change == Change.NOTHING:
+            # What it holds may have drifted unseen from here: converge it too.
+            decision = Decision(Change.UPDATE, "converging what it holds with reality")
         if drift is not None and drift.status != DriftStatus.IN_SYNC:
             await self.ctx.store.add_events(
                 stack.id,
@@ -717,6 +720,7 @@ class Worker:
             allowed_roots=self.ctx.settings.allowed_roots,
             settings=self.ctx.settings.plugin_settings,
             nested=self.nested,
+            converge=stack.converge,
         )
 
     def _needed_attributes(

@@ -86,6 +86,9 @@ class ResourceContext:
     allowed_roots: tuple[Path, ...] = ()
     settings: Mapping[str, Any] = field(default_factory=dict)
     nested: NestedStacks | None = None  # given by the engine; absent where no engine runs
+    # The traversal compares with observed reality (Heat's ``converge: true``): what a
+    # plugin converges inside (a nested stack) should do the same.
+    converge: bool = False
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (None: no deadline)."""
@@ -138,6 +141,9 @@ class ResourcePlugin(ABC):
     attributes_schema: ClassVar[Mapping[str, AttributeSchema]] = {}
     # Accept any property (and any attribute name) unchecked; every change is in place.
     open_properties: ClassVar[bool] = False
+    # The real thing holds things of its own that a traversal converges (a nested stack):
+    # a traversal comparing with reality updates it even when its properties are unchanged.
+    converges_inside: ClassVar[bool] = False
 
     @classmethod
     def schema(cls) -> ResourceTypeSchema:

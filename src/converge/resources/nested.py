@@ -31,6 +31,7 @@ class ProviderTemplate(ResourcePlugin):
     type_name = PROVIDER_TYPE
     description = "A nested stack made from a template file (Heat's template resource)."
     open_properties = True
+    converges_inside = True
 
     async def create(self, ctx: ResourceContext, properties: Mapping[str, Any]) -> Outcome:
         stacks = _engine(ctx)
