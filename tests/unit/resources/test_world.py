@@ -30,3 +30,9 @@ async def test_a_locked_world_is_waited_for_not_failed(tmp_path: Path) -> None:
     assert loop.time() - started >= 0.25
     other.close()
     assert world.get("T", "p2") == {"properties": {"value": "b"}}
+
+
+async def test_a_world_in_a_new_directory_is_made(tmp_path: Path) -> None:
+    world = TestWorld(tmp_path / "not" / "yet" / "world.db")
+    await world.call(put_entity, "T", "p1", {"value": "a"})
+    assert world.get("T", "p1") == {"properties": {"value": "a"}}

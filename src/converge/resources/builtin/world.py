@@ -64,9 +64,11 @@ class TestWorld:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self._opening = threading.Lock()
-        self._inline = InlineSqlite(self.path, self._prepare_inline)
+        # Inline connections never wait: a locked file raises, and ``call`` goes to a thread.
+        self._inline = InlineSqlite(self.path, lambda conn: self._prepare(conn, attempts=1))
 
     async def call(
         self,
@@ -84,32 +86,20 @@ class TestWorld:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             with self._opening:
-                conn = self._open()
+                conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+                self._prepare(conn, attempts=100)
             self._local.conn = conn
         return conn
 
-    def _open(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        self._prepare(conn)
-        return conn
-
-    def _prepare_inline(self, conn: sqlite3.Connection) -> None:
-        # Never waits: a locked file raises, and the caller goes to a thread instead.
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute(_SCHEMA)
-
-    def _prepare(self, conn: sqlite3.Connection) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+    def _prepare(self, conn: sqlite3.Connection, *, attempts: int) -> None:
         # Switching a new file to WAL needs it to itself and does not wait for a busy
         # file (another process opening it at the same moment): retry for a while.
-        for attempt in range(100):
+        for attempt in range(attempts):
             try:
                 conn.execute("PRAGMA journal_mode=WAL")
                 break
             except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or attempt == 99:
+                if "locked" not in str(exc) or attempt == attempts - 1:
                     raise
                 time.sleep(0.05)
         conn.execute("PRAGMA synchronous=NORMAL")
