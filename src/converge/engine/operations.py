@@ -24,6 +24,7 @@ from converge.core.traversal import (
     TraversalGraph,
     build_traversal_graph,
     choose_rows,
+    update_phase_done,
 )
 from converge.engine.context import EMPTY_TEMPLATE, EngineContext
 from converge.engine.inputs import StoredData
@@ -91,15 +92,12 @@ class StackOperations:
         requirements = {name: sorted(res.requires) for name, res in definition.resources.items()}
         for _attempt in range(_MAX_START_ATTEMPTS):
             stack = await self.ctx.store.get_stack(stack_id)
-            previous: int | None
-            if isinstance(previous_template_id, _Automatic):
-                previous = (
-                    stack.raw_template_id
-                    if stack.status == Status.COMPLETE and stack.raw_template_id != template_id
-                    else stack.prev_raw_template_id
-                )
-            else:
-                previous = previous_template_id
+            # The graph of a traversal this one supersedes: did its update phase finish?
+            running = (
+                await self.ctx.graph(stack_id, stack.current_traversal)
+                if stack.status == Status.IN_PROGRESS and stack.current_traversal
+                else None
+            )
             rows = await self.ctx.store.list_resources(stack_id)
             named = {row.name for row in rows}
             new_rows = [
@@ -120,13 +118,19 @@ class StackOperations:
 
             def build(
                 all_rows: list[ResourceRecord],
-                _previous: int | None = previous,
+                _stack: StackRecord = stack,
+                _running: TraversalGraph | None = running,
                 _traversal: str = traversal_id,
                 _deadline: float | None = deadline,
                 _text: str = text,
                 _built: list[TraversalGraph] = built,
             ) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
                 existing = [_existing(row) for row in all_rows]
+                _previous = (
+                    _previous_template(_stack, _running, existing, template_id)
+                    if isinstance(previous_template_id, _Automatic)
+                    else previous_template_id
+                )
                 chosen = choose_rows(requirements, existing, template_id, _previous)
                 ids: dict[str, int] = {}
                 for name, row in chosen.items():
@@ -354,6 +358,32 @@ class StackOperations:
         await asyncio.gather(*self._timers, return_exceptions=True)
 
 
+def _previous_template(
+    stack: StackRecord,
+    running: TraversalGraph | None,
+    existing: Sequence[ExistingResource],
+    template_id: int,
+) -> int | None:
+    """The template a new operation builds on: what reality was last converged to.
+
+    That is the stack's template when its operation completed, or when the traversal
+    being superseded has finished its update phase (only cleanup is left); otherwise the
+    template that traversal itself built on.
+    """
+    current = stack.raw_template_id
+    if current is None or current == template_id:
+        return stack.prev_raw_template_id
+    if stack.status == Status.COMPLETE:
+        return current
+    if (
+        stack.status == Status.IN_PROGRESS
+        and running is not None
+        and update_phase_done(running, existing, current)
+    ):
+        return current
+    return stack.prev_raw_template_id
+
+
 def _existing(row: ResourceRecord) -> ExistingResource:
     return ExistingResource(
         id=row.id,
@@ -362,6 +392,13 @@ def _existing(row: ResourceRecord) -> ExistingResource:
         replaces=row.replaces,
         current_template_id=row.current_template_id,
         untouched=row.action == Action.INIT and row.replaced_by is None,
+        replaced_by=row.replaced_by,
+        failed=row.status == Status.FAILED,
+        deleting=row.action == Action.DELETE,
+        settled=row.status == Status.COMPLETE
+        and row.action != Action.INIT
+        and not row.hook_pending
+        and row.engine_id is None,
     )
 
 

@@ -114,8 +114,10 @@ class Worker:
         assert stack.raw_template_id is not None  # set by every traversal start
         definition = await self.ctx.definitions.get(stack.raw_template_id)
         target = row
-        if row.replaced_by is not None and row.current_template_id != stack.raw_template_id:
-            # Replaced during this traversal: the replacement stands for this node.
+        if row.replaced_by is not None and not _is_known_to(graph, row.replaced_by):
+            # Replaced during this traversal (a replacement its graph does not know was
+            # made after it started): the replacement stands for this node. A replacement
+            # the graph knows is another row's business (a dropped one is cleaned up).
             replacement = await self.ctx.store.get_resource(row.replaced_by)
             if replacement is not None:
                 target = replacement
@@ -754,6 +756,10 @@ class _Replace(Exception):
 
 # What a resource's drift columns say once a traversal made its reality match.
 _IN_SYNC: Mapping[str, Any] = {"drift_status": str(DriftStatus.IN_SYNC), "drift_detail": {}}
+
+
+def _is_known_to(graph: TraversalGraph, resource_id: int) -> bool:
+    return GraphNode(resource_id, True) in graph or GraphNode(resource_id, False) in graph
 
 
 def _is_left_alone_by_heal(stack: StackRecord, row: ResourceRecord) -> bool:
