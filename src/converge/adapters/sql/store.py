@@ -504,9 +504,12 @@ class SqlStore:
         with self._tx() as conn:
             # Only reports of settled traversals: a traversal started since must keep its own.
             current = conn.execute(
-                sa.select(t.stack.c.current_traversal, t.stack.c.status).where(
-                    t.stack.c.id == stack_id
-                )
+                sa.select(
+                    t.stack.c.current_traversal,
+                    t.stack.c.status,
+                    t.stack.c.raw_template_id,
+                    t.stack.c.prev_raw_template_id,
+                ).where(t.stack.c.id == stack_id)
             ).one_or_none()
             purge = t.sync_report.delete().where(t.sync_report.c.stack_id == stack_id)
             if current is not None and current.status == str(Status.IN_PROGRESS):
@@ -521,10 +524,22 @@ class SqlStore:
                 ).scalars()
                 if value is not None
             }
+            if current is not None:
+                # An operation may have started since the caller read the stack.
+                in_use |= {
+                    value
+                    for value in (current.raw_template_id, current.prev_raw_template_id)
+                    if value is not None
+                }
+            if not in_use:
+                return
             conn.execute(
                 t.raw_template.delete().where(
                     t.raw_template.c.stack_id == stack_id,
-                    t.raw_template.c.id.not_in(in_use) if in_use else sa.true(),
+                    t.raw_template.c.id.not_in(in_use),
+                    # Only what is older than everything in use: a newer template may
+                    # belong to an operation stored but not started yet.
+                    t.raw_template.c.id < min(in_use),
                 )
             )
 
