@@ -89,6 +89,11 @@ class Conflict(ConvergeError):
     """The request clashes with the current state (a name taken, an action not allowed now)."""
 
 
+class Superseded(Conflict):
+    """A newer operation on the stack replaced this one before it finished: what this one
+    asked for was not carried out as such (the stack converges to the newer request)."""
+
+
 class InvalidTransition(ConvergeError):
     """A state change that the transition table does not allow: a bug or a corrupted store."""
 

@@ -38,6 +38,7 @@ STACK_TYPE = "OS::Heat::Stack"
 # instead of at their next pass (a replaced process must be watched from its first second).
 SETTLED_TOPIC = "stack.settled"
 _MAX_START_ATTEMPTS = 50
+_COMPLETED_KEPT = 1000
 
 
 class _RowsChanged(Exception):
@@ -67,6 +68,9 @@ class StackOperations:
         self.ctx = ctx
         self._timers: set[asyncio.Task[None]] = set()
         self._settled: dict[str, asyncio.Event] = {}
+        # Traversals completed in this process, by id: a caller waiting for its operation
+        # learns it completed even when a newer one starts before it reads the stack.
+        self._completed: dict[str, StackRecord] = {}
 
     # --- starting traversals -----------------------------------------------------------
 
@@ -265,6 +269,9 @@ class StackOperations:
         )
         if done is None:
             return
+        self._completed[traversal_id] = done
+        while len(self._completed) > _COMPLETED_KEPT:
+            del self._completed[next(iter(self._completed))]
         self.ctx.graphs.forget((stack_id, traversal_id))
         keep = [i for i in (done.raw_template_id, done.prev_raw_template_id) if i is not None]
         await self.ctx.store.purge_stack_data(stack_id, keep)
@@ -329,6 +336,24 @@ class StackOperations:
         while True:
             stack = await self.ctx.store.get_stack(stack_id)
             if stack.status != Status.IN_PROGRESS:
+                return stack
+            event = self._settled.setdefault(stack_id, asyncio.Event())
+            event.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), poll)
+
+    async def wait_operation(
+        self, stack_id: str, traversal_id: str, template_id: int, poll: float = 0.25
+    ) -> StackRecord:
+        """Wait until the operation that started ``traversal_id`` (converging to
+        ``template_id``) settles, its own rollback included, or a newer one supersedes it.
+        """
+        while True:
+            completed = self._completed.get(traversal_id)
+            if completed is not None:
+                return completed
+            stack = await self.ctx.store.get_stack(stack_id)
+            if stack.status != Status.IN_PROGRESS or is_superseded(stack, template_id):
                 return stack
             event = self._settled.setdefault(stack_id, asyncio.Event())
             event.clear()
@@ -402,6 +427,18 @@ def _existing(row: ResourceRecord) -> ExistingResource:
     )
 
 
+def is_superseded(stack: StackRecord, template_id: int) -> bool:
+    """Has a newer operation replaced the one that converges the stack to ``template_id``?
+
+    Every operation stores a template of its own; the rollback of a failed operation
+    records that operation's template as the one it rolls back from, so it is no newer
+    operation. Purely computational, no side-effects.
+    """
+    if stack.raw_template_id == template_id:
+        return False
+    return not (stack.action == Action.ROLLBACK and stack.prev_raw_template_id == template_id)
+
+
 def current_rows(
     rows: Sequence[ResourceRecord], graph: TraversalGraph | None
 ) -> dict[str, ResourceRecord]:
@@ -454,4 +491,11 @@ def resolve_outputs(
     return outputs
 
 
-__all__ = ["STACK_NODE", "StackOperations", "current_rows", "resolve_outputs", "stack_event"]
+__all__ = [
+    "STACK_NODE",
+    "StackOperations",
+    "current_rows",
+    "is_superseded",
+    "resolve_outputs",
+    "stack_event",
+]

@@ -89,6 +89,10 @@ class Worker:
             return
         if row is None:
             if node.is_update:
+                if node in await self.ctx.store.reported_senders(message.traversal_id):
+                    # A repeated delivery of a node that converged, was replaced and whose
+                    # old row its cleanup already deleted: nothing is left to do.
+                    return
                 await self.operations.fail_traversal(
                     stack.id, stack.current_traversal, f"resource row {node.resource_id} vanished"
                 )
