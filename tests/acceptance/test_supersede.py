@@ -141,3 +141,49 @@ async def _rows_named(cv: Converge, stack: str, name: str, count: int) -> bool:
 async def _paused_times(cv: Converge, stack: str, resource: str, hook: str, times: int) -> bool:
     events = await cv.list_events(stack, resource_name=resource)
     return sum(f"paused until Hook {hook}" in e.resource_status_reason for e in events) == times
+
+
+WITH_SLOW_DELETE = """
+heat_template_version: 2021-04-16
+resources:
+  keep: {type: OS::Heat::TestResource, properties: {value: k}}
+  gone:
+    type: OS::Heat::TestResource
+    properties: {value: g, action_wait_secs: {delete: 1}}
+"""
+WITHOUT = """
+heat_template_version: 2021-04-16
+resources:
+  keep: {type: OS::Heat::TestResource, properties: {value: k}}
+"""
+
+
+async def test_resource_removed_then_added_back_while_its_delete_runs(cv: Converge) -> None:
+    await cv.create_stack("s", WITH_SLOW_DELETE)
+    (before,) = [r for r in await cv.list_resources("s") if r.resource_name == "gone"]
+    await cv.update_stack("s", WITHOUT, wait=False)
+    await eventually(lambda: _state_of(cv, "s", "gone", "DELETE_IN_PROGRESS"))
+    # The newer update wants it back: the superseded delete must not take the row with it.
+    stack = await cv.update_stack("s", WITH_SLOW_DELETE)
+    assert stack.stack_status == "UPDATE_COMPLETE", stack.stack_status_reason
+    (after,) = [r for r in await cv.list_resources("s") if r.resource_name == "gone"]
+    assert after.resource_status == "CREATE_COMPLETE"
+    assert after.physical_resource_id  # made again: the old one was deleted
+    assert after.attributes.get("output", "g") == "g"
+    assert before.physical_resource_id is not None
+
+
+async def test_resource_removed_twice_while_its_delete_runs_leaves_no_row(cv: Converge) -> None:
+    await cv.create_stack("s", WITH_SLOW_DELETE)
+    await cv.update_stack("s", WITHOUT, wait=False)
+    await eventually(lambda: _state_of(cv, "s", "gone", "DELETE_IN_PROGRESS"))
+    stack = await cv.update_stack("s", WITHOUT)
+    assert stack.stack_status == "UPDATE_COMPLETE", stack.stack_status_reason
+    assert [r.resource_name for r in await cv.list_resources("s")] == ["keep"]
+
+
+async def _state_of(cv: Converge, stack: str, name: str, state: str) -> bool:
+    return any(
+        r.resource_name == name and r.resource_status == state
+        for r in await cv.list_resources(stack)
+    )

@@ -75,6 +75,9 @@ def decide_update(
     if state.action == Action.CREATE and state.status == Status.IN_PROGRESS:
         # An interrupted create: run it again; plugins adopt what they already made.
         return Decision(Change.CREATE, "create was interrupted")
+    if state.action == Action.DELETE and state.status == Status.COMPLETE:
+        # Deleted by an operation this one superseded: nothing real is left to update.
+        return Decision(Change.CREATE, "the resource was deleted: creating it again")
     if state.status == Status.FAILED:
         if state.action != Action.CREATE and not changed_properties(state.properties, desired):
             # A failed update converging back to what was last applied (a rollback): the

@@ -462,9 +462,12 @@ class Worker:
         if decision.change == Change.NOTHING:
             await self._finish(stack, graph, node, None, None)
             return
-        if decision.change == Change.RETAIN or row.action == Action.INIT:
+        nothing_real = row.action == Action.INIT or (
+            row.action == Action.DELETE and row.status == Status.COMPLETE
+        )
+        if decision.change == Change.RETAIN or nothing_real:
             events = []
-            if row.action != Action.INIT:
+            if not nothing_real:
                 events.append(
                     _event(
                         row,
@@ -603,6 +606,7 @@ class Worker:
             events=events or [],
             reports=reports,
             expected_counts=expected,
+            kept_if_superseded=_kept_after_delete(row) if delete and row is not None else None,
         )
         if not stored:
             return
@@ -760,6 +764,23 @@ class _Replace(Exception):
 
 # What a resource's drift columns say once a traversal made its reality match.
 _IN_SYNC: Mapping[str, Any] = {"drift_status": str(DriftStatus.IN_SYNC), "drift_detail": {}}
+
+
+def _kept_after_delete(row: ResourceRecord) -> dict[str, Any]:
+    """What a row becomes instead of being deleted when a newer traversal started
+    meanwhile: that one may have chosen the row (a resource removed, then added back), and
+    needs it to say the real thing is gone."""
+    if row.action == Action.INIT:
+        return {"engine_id": None}  # nothing real was ever made
+    return {
+        "action": Action.DELETE,
+        "status": Status.COMPLETE,
+        "status_reason": "deleted by an operation a newer one superseded",
+        "physical_resource_id": None,
+        "attr_data": {},
+        "engine_id": None,
+        "hook_pending": None,
+    }
 
 
 def _is_known_to(graph: TraversalGraph, resource_id: int) -> bool:

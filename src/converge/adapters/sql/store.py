@@ -759,11 +759,14 @@ class SqlStore:
         events: Sequence[NewEvent] = (),
         reports: Mapping[GraphNode, Mapping[str, Any]],
         expected_counts: Mapping[GraphNode, int],
+        kept_if_superseded: Mapping[str, Any] | None = None,
     ) -> tuple[bool, list[GraphNode], str]:
         """Store a node's result and report it to its successors in one transaction.
 
         Returns (stored, successors now ready, the stack's current traversal). ``stored``
         is False when the resource row changed under us (nothing is written then).
+        ``kept_if_superseded``: a row to delete is kept with these changes instead when
+        the traversal is no longer current (the newer one may have chosen the row).
         """
         return await self._short(
             self._finish_node,
@@ -777,6 +780,7 @@ class SqlStore:
             events,
             reports,
             expected_counts,
+            kept_if_superseded,
         )
 
     def _finish_node(
@@ -792,9 +796,18 @@ class SqlStore:
         events: Sequence[NewEvent],
         reports: Mapping[GraphNode, Mapping[str, Any]],
         expected_counts: Mapping[GraphNode, int],
+        kept_if_superseded: Mapping[str, Any] | None = None,
     ) -> tuple[bool, list[GraphNode], str]:
         if resource_id is not None and expected_key is not None:
-            if delete_resource:
+            if (
+                delete_resource
+                and kept_if_superseded is not None
+                and self._current_traversal(conn, stack_id) != traversal_id
+            ):
+                if not self._cas_resource(conn, resource_id, expected_key, kept_if_superseded):
+                    conn.rollback()
+                    return False, [], ""
+            elif delete_resource:
                 if not self._delete_resource(conn, resource_id, expected_key):
                     conn.rollback()
                     return False, [], ""
