@@ -507,6 +507,7 @@ class Converge:
                 properties,
                 plugin.properties_schema,
                 open_properties=plugin.open_properties,
+                never_updates=plugin.never_updates,
                 observed=MISSING,
             )
             action = {

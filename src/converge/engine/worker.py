@@ -165,6 +165,7 @@ class Worker:
             properties,
             plugin.properties_schema,
             open_properties=plugin.open_properties,
+            never_updates=plugin.never_updates,
             observed=observed,
         )
         if (
