@@ -11,7 +11,7 @@ from converge.api import Converge
 from converge.core.states import Action
 from converge.errors import Conflict, Superseded
 from converge.views import StackView
-from support.world import Reality
+from support.world import Reality, eventually
 
 CHAIN = """
 heat_template_version: 2021-04-16
@@ -96,7 +96,7 @@ async def test_a_create_superseded_by_an_update_is_told_so(cv: Converge, reality
     while not reality.gates:  # a's create has begun and waits at its gate
         await asyncio.sleep(0.01)
     update = asyncio.create_task(cv.update_stack("r", gated, parameters={"v": "", "f": "y"}))
-    await asyncio.sleep(0.05)
+    await eventually(lambda: _state_is(cv, "r", "UPDATE_IN_PROGRESS"))
     reality.gates["slow"].set()
     with pytest.raises(Superseded, match="the create of stack r was superseded by a newer"):
         await create
@@ -128,3 +128,7 @@ async def test_two_creates_of_one_name_one_wins_the_other_is_told(cv: Converge) 
     assert len(views) == 1 and views[0].stack_status == "CREATE_COMPLETE"
     assert len(errors) == 1 and isinstance(errors[0], Conflict), errors
     assert "already exists" in str(errors[0])
+
+
+async def _state_is(cv: Converge, stack: str, state: str) -> bool:
+    return (await cv.get_stack(stack)).stack_status == state
