@@ -8,6 +8,7 @@ template is reported with its file and line instead of failing half-way through 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -75,7 +76,9 @@ def plugin_problems(
         if resource.provider_template is not None:
             continue  # a nested stack: its template is checked by ``nested_problems``
         plugin = registry.plugin(resource.implementation_type)
-        for name, message in plugin.validate(_known_properties(resource.properties), context):
+        known = _known_properties(resource.properties)
+        unknown = frozenset(resource.properties or ()) - known.keys()
+        for name, message in plugin.validate(known, replace(context, unknown=unknown)):
             problems.append(resource.where.child("properties", name).error(message))
     return problems
 

@@ -103,6 +103,9 @@ class ValidationContext:
 
     allowed_roots: tuple[Path, ...] = ()
     settings: Mapping[str, Any] = field(default_factory=dict)
+    # Properties the template sets to values known only once other resources exist: they
+    # are left out of the properties validated, and are not absent (no default applies).
+    unknown: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
