@@ -9,6 +9,7 @@ the work done and only re-announces it; a message for a superseded traversal is 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
@@ -286,7 +287,9 @@ class Worker:
                 return
             self._active.add(claimed.id)
             try:
-                ctx = self._context(stack, claimed)
+                ctx = dataclasses.replace(
+                    self._context(stack, claimed), update_policy=resource.update_policy
+                )
                 applied = applied_state(claimed)
                 try:
                     if action == Action.CREATE:

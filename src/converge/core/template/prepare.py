@@ -268,7 +268,9 @@ class _Preparer:
 
     def check_attribute(self, resource: str, attribute: str, where: Where) -> None:
         implementation, schema, _ = self.resource_types.get(resource, ("", None, None))
-        if schema is None or (schema.open_properties and not schema.attributes):
+        if schema is None or schema.open_attributes:
+            return
+        if schema.open_properties and not schema.attributes:
             return
         if attribute in schema.attributes or attribute in BASE_ATTRIBUTES:
             return
