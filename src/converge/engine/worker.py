@@ -23,6 +23,7 @@ from converge.core.decide import (
     ResourceState,
     decide_cleanup,
     decide_update,
+    restriction,
 )
 from converge.core.drift import Drift, DriftStatus, compare
 from converge.core.states import Action, Status, check_resource_transition
@@ -173,6 +174,12 @@ class Worker:
         if drift is not None and plugin.converges_inside and decision.change == Change.NOTHING:
             # What it holds may have drifted unseen from here: converge it too.
             decision = Decision(Change.UPDATE, "converging what it holds with reality")
+        restricted = restriction(decision, resource.restricted_actions, target.name)
+        if restricted is not None:
+            claimed = await self._claim(stack, target, Action.UPDATE, restricted)
+            if claimed is not None:
+                await self._fail_resource(stack, claimed, Action.UPDATE, restricted)
+            return
         if drift is not None and drift.status != DriftStatus.IN_SYNC:
             await self.ctx.store.add_events(
                 stack.id,
