@@ -72,7 +72,14 @@ class NestedStackService:
             raise PermanentFailure(f"provider template {provider!r} is not in the files map")
         existing = await self._existing(owner, rctx.physical_name, stack_id)
         child_id = existing.id if existing is not None else str(uuid.uuid4())
-        parameters = dict(properties)
+        # Only what the template sets is passed (Heat's child_params): the nested template's
+        # own defaults and the environment's parameter_defaults apply to the rest.
+        written = resource.properties if isinstance(resource.properties, Mapping) else {}
+        parameters = {
+            name: value
+            for name, value in properties.items()
+            if value is not None and (template is not None or name in written)
+        }
         source = provider or f"{rctx.resource_name} ({resource.type})"
         try:
             loaded = (

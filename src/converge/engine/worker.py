@@ -171,6 +171,8 @@ class Worker:
             # Reality differs in a way the properties do not show (a normalised form, a
             # derived field): apply the wanted properties again, in place.
             decision = Decision(Change.UPDATE, "reality drifted: re-applying the properties")
+        if decision.change == Change.NOTHING and _template_changed(target, resource):
+            decision = Decision(Change.UPDATE, "its provider template changed")
         if drift is not None and plugin.converges_inside and decision.change == Change.NOTHING:
             # What it holds may have drifted unseen from here: converge it too.
             decision = Decision(Change.UPDATE, "converging what it holds with reality")
@@ -350,7 +352,7 @@ class Worker:
             "status_reason": "state changed",
             "physical_resource_id": _text(outcome.physical_id),
             "properties_data": dict(properties),
-            "plugin_data": dict(outcome.data),
+            "plugin_data": _with_template_digest(outcome.data, resource),
             "attr_data": _jsonable(attributes),
             "current_template_id": stack.raw_template_id,
             "requires": requires,
@@ -815,6 +817,24 @@ def _event(
         reason=reason,
         physical_resource_id=_text(physical_id),
     )
+
+
+_TEMPLATE_DIGEST = "template_digest"
+
+
+def _with_template_digest(data: Mapping[str, Any], resource: ResourceDefinition) -> dict[str, Any]:
+    """A provider template resource remembers which text of its template it applied."""
+    if resource.provider_digest is None:
+        return dict(data)
+    return {**data, _TEMPLATE_DIGEST: resource.provider_digest}
+
+
+def _template_changed(row: ResourceRecord, resource: ResourceDefinition) -> bool:
+    """The provider template's text differs from the one last applied (Heat updates the
+    nested stack then, even when the resource's properties are the same)."""
+    if resource.provider_digest is None or row.physical_resource_id is None:
+        return False
+    return row.plugin_data.get(_TEMPLATE_DIGEST) != resource.provider_digest
 
 
 def _text(value: Any) -> str | None:
