@@ -3,8 +3,12 @@ which values are passed to it as parameters (TemplateResource.child_params)."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
+
 from converge.api import Converge
-from support.world import Reality
+from converge.views import StackView
+from support.world import Reality, eventually
 
 BOX = """
 heat_template_version: 2021-04-16
@@ -57,3 +61,61 @@ async def test_parameter_defaults_reach_the_parameters_the_template_does_not_set
     stack = await cv.create_stack("outer", OUTER, files={"box.yaml": BOX}, environments=[env])
     assert stack.stack_status == "CREATE_COMPLETE", stack.stack_status_reason
     assert part_value(reality) == "large-red"
+
+
+GATED = """
+heat_template_version: 2021-04-16
+parameters:
+  v: {type: string}
+  gate: {type: string, default: ''}
+resources:
+  part:
+    type: Test::Thing
+    properties: {value: {get_param: v}, gate: {get_param: gate}}
+"""
+
+GATED_OUTER = """
+heat_template_version: 2021-04-16
+parameters:
+  v: {type: string, default: one}
+  gate: {type: string, default: ''}
+resources:
+  box:
+    type: gated.yaml
+    properties: {v: {get_param: v}, gate: {get_param: gate}}
+"""
+
+
+async def test_a_newer_update_cancels_the_nested_update_still_running_and_proceeds(
+    cv: Converge, reality: Reality
+) -> None:
+    # Heat's handle_preempt: the new traversal cancels the nested stack's update
+    # (without rollback) instead of waiting for the resource the old one holds.
+    files = {"gated.yaml": GATED}
+    await cv.create_stack("outer", GATED_OUTER, files=files)
+    await cv.update_stack(
+        "outer", GATED_OUTER, files=files, parameters={"v": "two", "gate": "g1"}, wait=False
+    )
+
+    async def nested() -> StackView:
+        (found,) = [s for s in await cv.list_stacks(show_nested=True) if s.parent]
+        return found
+
+    await eventually(lambda: _is(nested, "UPDATE_IN_PROGRESS"))
+    await cv.update_stack("outer", GATED_OUTER, files=files, parameters={"v": "three"}, wait=False)
+    await eventually(lambda: _cancelled(nested))
+    # The part still waiting at its gate finishes normally; then the newer update wins.
+    reality.gates.setdefault("g1", asyncio.Event()).set()
+    stack = await cv.wait("outer")
+    assert stack.stack_status == "UPDATE_COMPLETE", stack.stack_status_reason
+    assert part_value(reality) == "three"
+    assert (await nested()).stack_status == "UPDATE_COMPLETE"
+
+
+async def _is(nested: Callable[[], Awaitable[StackView]], status: str) -> bool:
+    return (await nested()).stack_status == status
+
+
+async def _cancelled(nested: Callable[[], Awaitable[StackView]]) -> bool:
+    found = await nested()
+    return found.stack_status_reason == "Stack UPDATE cancelled"

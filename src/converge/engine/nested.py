@@ -29,7 +29,7 @@ from converge.core.template.nested import MAX_NESTING_DEPTH, child_environment
 from converge.engine.context import EngineContext
 from converge.engine.operations import StackOperations
 from converge.engine.validation import prepare_definition
-from converge.errors import NotFound, PermanentFailure, TemplateError
+from converge.errors import Conflict, NotFound, PermanentFailure, TemplateError
 from converge.records import StackRecord
 from converge.resources.base import NestedStackState, ResourceContext
 
@@ -149,6 +149,21 @@ class NestedStackService:
             return None
         await self.operations.delete(stack)
         return _state(await self.operations.wait_settled(stack.id))
+
+    async def preempt(self, rctx: ResourceContext, stack_id: str | None) -> None:
+        """Cancel, without rollback, the operation running in the resource's nested stack
+        and below it: a newer operation of the owner supersedes it (Heat's handle_preempt)."""
+        stack = await self._of_resource(rctx, stack_id)
+        if stack is None or stack.status != Status.IN_PROGRESS:
+            return
+        try:
+            await self.operations.cancel_update(stack, rollback=False)
+        except Conflict:
+            return  # not cancellable (a delete or a rollback): it finishes on its own
+        log.info(
+            "nested stack preempted",
+            extra={"stack": rctx.stack_name, "resource": rctx.resource_name, "nested": stack.id},
+        )
 
     async def find(self, rctx: ResourceContext, stack_id: str | None) -> NestedStackState | None:
         stack = await self._of_resource(rctx, stack_id)

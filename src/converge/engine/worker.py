@@ -72,7 +72,8 @@ class Worker:
         self.ctx = ctx
         self.operations = operations
         self.nested = NestedStackService(ctx, operations)
-        self._active: set[int] = set()  # resource rows this process is acting on now
+        # Resource rows this process is acting on now, with the traversal acting on each.
+        self._active: dict[int, str] = {}
 
     # --- entry -------------------------------------------------------------------------
 
@@ -127,7 +128,10 @@ class Worker:
                 stack.id, stack.current_traversal, f"resource {target.name} is not in the template"
             )
             return
-        if self._is_held_elsewhere(target) or _is_paused(target, stack.current_traversal):
+        if self._is_held_elsewhere(target):
+            await self._preempt(stack, target)
+            return
+        if _is_paused(target, stack.current_traversal):
             return
         data = ReportedData(reports)
         action = Action.CREATE if target.action == Action.INIT else Action.UPDATE
@@ -173,6 +177,16 @@ class Worker:
             decision = Decision(Change.UPDATE, "reality drifted: re-applying the properties")
         if decision.change == Change.NOTHING and _template_changed(target, resource):
             decision = Decision(Change.UPDATE, "its provider template changed")
+        if (
+            decision.change == Change.REPLACE
+            and plugin.converges_inside
+            and target.status == Status.FAILED
+            and target.physical_resource_id is not None
+            and target.type == resource.implementation_type
+        ):
+            # Heat's StackResource: a failed nested stack is updated, not replaced; its
+            # own resources decide what they need.
+            decision = Decision(Change.UPDATE, f"{decision.reason}: updating its nested stack")
         if drift is not None and plugin.converges_inside and decision.change == Change.NOTHING:
             # What it holds may have drifted unseen from here: converge it too.
             decision = Decision(Change.UPDATE, "converging what it holds with reality")
@@ -234,6 +248,19 @@ class Worker:
             drift_checked=drift is not None,
         )
 
+    async def _preempt(self, stack: StackRecord, row: ResourceRecord) -> None:
+        """A newer traversal finds the resource still busy with an older one. A resource
+        whose real thing is a nested stack cancels that stack's operation (Heat's
+        handle_preempt), so the older action ends and hands the resource on; any other
+        waits for its action to finish."""
+        if self._active.get(row.id) in (None, stack.current_traversal):
+            return  # held for this traversal, or by another process (for which, unknown)
+        if row.status != Status.IN_PROGRESS or row.type not in self.ctx.registry:
+            return
+        if not self.ctx.registry.plugin(row.type).converges_inside:
+            return
+        await self.nested.preempt(self._context(stack, row), row.physical_resource_id)
+
     async def observe_drift(self, stack: StackRecord, row: ResourceRecord) -> Observation:
         """Observe a resource's reality: its essence, its drift, and what decisions compare.
 
@@ -294,7 +321,7 @@ class Worker:
             claimed = await self._claim(stack, target, action, "state changed")
             if claimed is None:
                 return
-            self._active.add(claimed.id)
+            self._active[claimed.id] = stack.current_traversal
             try:
                 ctx = dataclasses.replace(
                     self._context(stack, claimed), update_policy=resource.update_policy
@@ -337,7 +364,7 @@ class Worker:
                     await self._fail_resource(stack, claimed, action, failed.reason)
                     return
             finally:
-                self._active.discard(claimed.id)
+                self._active.pop(claimed.id, None)
             break
         post_hook = f"post-{str(action).lower()}"
         pause = post_hook in resource.hooks and not _is_cleared(
@@ -494,7 +521,7 @@ class Worker:
         claimed = await self._claim(stack, row, Action.DELETE, decision.reason)
         if claimed is None:
             return
-        self._active.add(claimed.id)
+        self._active[claimed.id] = stack.current_traversal
         try:
             ctx = self._context(stack, claimed)
             await self._run(stack, claimed, plugin.delete, ctx, applied_state(claimed))
@@ -502,7 +529,7 @@ class Worker:
             await self._fail_resource(stack, claimed, Action.DELETE, failed.reason)
             return
         finally:
-            self._active.discard(claimed.id)
+            self._active.pop(claimed.id, None)
         await self._finish(
             stack,
             graph,
