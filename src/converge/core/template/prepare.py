@@ -32,7 +32,7 @@ from converge.core.template.definitions import (
 )
 from converge.core.template.environment import Environment, is_provider_template
 from converge.core.template.gcpause import without_gc
-from converge.core.template.nodes import Unresolved, Where, parse, partial
+from converge.core.template.nodes import Unresolved, Where, format_path, parse, partial
 from converge.core.template.nodes import references as find_references
 from converge.core.template.parameter_merge import environment_sources
 from converge.core.template.parameters import (
@@ -268,7 +268,7 @@ class _Preparer:
         self.resource_types[name] = (implementation, schema, None)
 
     def check_attribute(self, resource: str, attribute: str, where: Where) -> None:
-        implementation, schema, _ = self.resource_types.get(resource, ("", None, None))
+        implementation, schema, provider = self.resource_types.get(resource, ("", None, None))
         if schema is None or schema.open_attributes:
             return
         if schema.open_properties and not schema.attributes:
@@ -276,10 +276,18 @@ class _Preparer:
         if attribute in schema.attributes or attribute in BASE_ATTRIBUTES:
             return
         choices = [*schema.attributes, *BASE_ATTRIBUTES]
-        raise where.error(
+        message = (
             f"resource {resource!r} ({implementation}) has no attribute {attribute!r}"
             f"{did_you_mean(attribute, choices)}"
         )
+        if provider is not None:
+            # Heat accepts any attribute of a template resource (its value is null when
+            # the template has no such output): a warning, not an error.
+            note = f"{format_path(where.path)}: {message}; its value will be null"
+            if note not in self.notes:
+                self.notes.append(note)
+            return
+        raise where.error(message)
 
     # --- snippets ---------------------------------------------------------------------------
 
