@@ -492,6 +492,10 @@ class _Preparer:
                 continue
             if self.condition_of(raw, where):
                 outputs[name] = self.output(name, raw, where, scope)
+            else:
+                # Heat still lists an output whose condition is false, with a null value.
+                description = str(raw.get("description") or "")
+                outputs[name] = OutputDefinition(name, None, where, description, scope)
 
         definition = StackDefinition(
             version=self.version,
@@ -501,6 +505,7 @@ class _Preparer:
             outputs=MappingProxyType(outputs),
             conditions=MappingProxyType(dict(self.conditions.values)),
             hidden_parameters=self.hidden,
+            parameter_types={name: str(schema.type) for name, schema in declared.items()},
             notes=tuple(self.notes),
             environment=self.environment,
         )
