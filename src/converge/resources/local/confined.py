@@ -130,19 +130,32 @@ def opened_directory(
     location: Location, *, create: bool = False, mode: int = 0o755
 ) -> Iterator[int]:
     """A descriptor of the directory at ``location`` itself (the root when it has no parts)."""
+    fd = open_directory(location, create=create, mode=mode)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def open_directory(location: Location, *, create: bool = False, mode: int = 0o755) -> int:
+    """``opened_directory`` for a descriptor that outlives the call (the caller closes it)."""
     if not location.parts:
-        fd = os.open(location.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            yield fd
-        finally:
-            os.close(fd)
-        return
+        return os.open(location.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     with opened_parent(location, create=create, mode=mode) as parent:
-        fd = _open_child(parent, location, len(location.parts), create=create, mode=mode)
+        return _open_child(parent, location, len(location.parts), create=create, mode=mode)
+
+
+def open_append(location: Location, mode: int = 0o644) -> int:
+    """The file at ``location`` opened for appending, made (with missing parents) if absent;
+    a symlink in its place is refused like one on the way. The caller closes it."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    with opened_parent(location, create=True) as parent:
         try:
-            yield fd
-        finally:
-            os.close(fd)
+            return os.open(location.name, flags, mode, dir_fd=parent)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise _symlink_error(location, len(location.parts)) from None
+            raise
 
 
 def is_symlink(parent: int, name: str) -> bool:
