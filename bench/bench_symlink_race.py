@@ -105,7 +105,9 @@ def main() -> int:
         "`purge_on_delete` directory there. An escape is a file or directory outside the root",
         "that was created, changed (content, mode, extended attributes) or deleted; the target",
         "is 0. Refused: actions that met the symlink and failed with a clear error instead.",
-        "Bugs: anything raised other than `PermanentFailure`.",
+        "Bugs: anything raised other than `PermanentFailure`. Swaps: exchanges made while the",
+        "phase ran. The previous code's deletes refused nothing: one that met the symlink",
+        "resolved the path outside, called it gone and reported success.",
         "",
         "| code | phase | rounds | swaps | actions | refused | rounds with escapes "
         "| escapes | bugs |",
