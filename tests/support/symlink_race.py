@@ -60,14 +60,21 @@ class _Swapper(threading.Thread):
         self.stop = threading.Event()
         self.swaps = 0
 
+        self.failure: OSError | None = None
+
     def run(self) -> None:
-        while not self.stop.is_set():
-            exchange(self.inside, self.link)
-            self.swaps += 1
+        try:
+            while not self.stop.is_set():
+                exchange(self.inside, self.link)
+                self.swaps += 1
+        except OSError as exc:  # reported by finish(): a race that stopped proves nothing
+            self.failure = exc
 
     def finish(self) -> None:
         self.stop.set()
         self.join()
+        if self.failure is not None:
+            raise RuntimeError(f"the swapping thread failed: {self.failure}")
         if self.inside.is_symlink():  # leave the real directory in place
             exchange(self.inside, self.link)
 
