@@ -253,7 +253,7 @@ def _open_places(ctx: ResourceContext, spec: Mapping[str, Any]) -> dict[str, int
         for fd in descriptors.values():
             os.close(fd)
         raise PermanentFailure(
-            f"{ctx.resource_name}: cannot start in {spec['cwd']}: {exc}"
+            f"{ctx.resource_name}: cannot open the working directory or the log: {exc}"
         ) from None
     return descriptors
 
