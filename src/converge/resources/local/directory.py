@@ -32,6 +32,7 @@ from converge.resources.local.confined import (
     is_symlink,
     locate,
     locate_recorded,
+    lstat_at,
     open_subdirectory,
     opened_parent,
     purge,
@@ -250,6 +251,9 @@ def _remove(
                     return
                 if purge_content:
                     purge(fd)
+                now = lstat_at(parent, location.name)
+                if now is None or not os.path.samestat(os.fstat(fd), now):
+                    return  # replaced while we looked: not what we checked
                 try:
                     os.rmdir(location.name, dir_fd=parent)
                 except FileNotFoundError:

@@ -178,9 +178,7 @@ def _write(
                 os.close(fd)
             os.replace(temporary, location.name, src_dir_fd=parent, dst_dir_fd=parent)
             return adopted
-    except ConfinementError as exc:
-        raise PermanentFailure(f"{ctx.resource_name}: cannot write {path}: {exc}") from None
-    except OSError as exc:
+    except (ConfinementError, OSError) as exc:
         raise PermanentFailure(f"{ctx.resource_name}: cannot write {path}: {exc}") from None
 
 
