@@ -9,6 +9,7 @@ the work done and only re-announces it; a message for a superseded traversal is 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
@@ -22,6 +23,7 @@ from converge.core.decide import (
     ResourceState,
     decide_cleanup,
     decide_update,
+    restriction,
 )
 from converge.core.drift import Drift, DriftStatus, compare
 from converge.core.states import Action, Status, check_resource_transition
@@ -169,9 +171,17 @@ class Worker:
             # Reality differs in a way the properties do not show (a normalised form, a
             # derived field): apply the wanted properties again, in place.
             decision = Decision(Change.UPDATE, "reality drifted: re-applying the properties")
+        if decision.change == Change.NOTHING and _template_changed(target, resource):
+            decision = Decision(Change.UPDATE, "its provider template changed")
         if drift is not None and plugin.converges_inside and decision.change == Change.NOTHING:
             # What it holds may have drifted unseen from here: converge it too.
             decision = Decision(Change.UPDATE, "converging what it holds with reality")
+        restricted = restriction(decision, resource.restricted_actions, target.name)
+        if restricted is not None:
+            claimed = await self._claim(stack, target, Action.UPDATE, restricted)
+            if claimed is not None:
+                await self._fail_resource(stack, claimed, Action.UPDATE, restricted)
+            return
         if drift is not None and drift.status != DriftStatus.IN_SYNC:
             await self.ctx.store.add_events(
                 stack.id,
@@ -286,7 +296,9 @@ class Worker:
                 return
             self._active.add(claimed.id)
             try:
-                ctx = self._context(stack, claimed)
+                ctx = dataclasses.replace(
+                    self._context(stack, claimed), update_policy=resource.update_policy
+                )
                 applied = applied_state(claimed)
                 try:
                     if action == Action.CREATE:
@@ -340,7 +352,7 @@ class Worker:
             "status_reason": "state changed",
             "physical_resource_id": _text(outcome.physical_id),
             "properties_data": dict(properties),
-            "plugin_data": dict(outcome.data),
+            "plugin_data": _with_template_digest(outcome.data, resource),
             "attr_data": _jsonable(attributes),
             "current_template_id": stack.raw_template_id,
             "requires": requires,
@@ -805,6 +817,24 @@ def _event(
         reason=reason,
         physical_resource_id=_text(physical_id),
     )
+
+
+_TEMPLATE_DIGEST = "template_digest"
+
+
+def _with_template_digest(data: Mapping[str, Any], resource: ResourceDefinition) -> dict[str, Any]:
+    """A provider template resource remembers which text of its template it applied."""
+    if resource.provider_digest is None:
+        return dict(data)
+    return {**data, _TEMPLATE_DIGEST: resource.provider_digest}
+
+
+def _template_changed(row: ResourceRecord, resource: ResourceDefinition) -> bool:
+    """The provider template's text differs from the one last applied (Heat updates the
+    nested stack then, even when the resource's properties are the same)."""
+    if resource.provider_digest is None or row.physical_resource_id is None:
+        return False
+    return row.plugin_data.get(_TEMPLATE_DIGEST) != resource.provider_digest
 
 
 def _text(value: Any) -> str | None:

@@ -47,6 +47,9 @@ class ResourceDefinition:
     hooks: frozenset[str] = frozenset()
     restricted_actions: frozenset[str] = frozenset()
     provider_template: str | None = None  # the files-map key when the type is a template
+    # A digest of that template's text: a changed file updates the nested stack even when
+    # the resource's properties did not change (Heat compares the nested template).
+    provider_digest: str | None = None
     schema: ResourceTypeSchema | None = field(default=None, repr=False, compare=False)
     scope: StackScope | None = field(default=None, repr=False, compare=False)
 

@@ -7,6 +7,7 @@ and references, outputs, and finally dependency cycles.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from datetime import datetime
 from types import MappingProxyType
@@ -268,7 +269,9 @@ class _Preparer:
 
     def check_attribute(self, resource: str, attribute: str, where: Where) -> None:
         implementation, schema, _ = self.resource_types.get(resource, ("", None, None))
-        if schema is None or (schema.open_properties and not schema.attributes):
+        if schema is None or schema.open_attributes:
+            return
+        if schema.open_properties and not schema.attributes:
             return
         if attribute in schema.attributes or attribute in BASE_ATTRIBUTES:
             return
@@ -354,6 +357,11 @@ class _Preparer:
             hooks=self.environment.hooks_for(name),
             restricted_actions=self.environment.restricted_actions_for(name),
             provider_template=provider,
+            provider_digest=(
+                hashlib.sha256(self.files[provider].encode()).hexdigest()[:16]
+                if provider is not None and provider in self.files
+                else None
+            ),
             schema=schema,
             scope=scope,
         )
