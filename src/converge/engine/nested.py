@@ -226,4 +226,5 @@ def _state(stack: StackRecord) -> NestedStackState:
         state=stack.state,
         reason=stack.status_reason,
         outputs=outputs,
+        project_id=stack.project_id,
     )

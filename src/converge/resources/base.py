@@ -37,10 +37,17 @@ class NestedStackState:
     state: str  # Heat's stack_status: CREATE_COMPLETE, UPDATE_FAILED, …
     reason: str
     outputs: Mapping[str, Any] = field(default_factory=dict)  # output name -> value
+    project_id: str = ""
 
     @property
     def is_complete(self) -> bool:
         return self.state.endswith("_COMPLETE")
+
+    @property
+    def arn(self) -> str:
+        """Heat's identifier of the stack, which ``get_resource`` of a template resource
+        gives: ``arn:openstack:heat::PROJECT:stacks/NAME/ID``."""
+        return f"arn:openstack:heat::{self.project_id}:stacks/{self.stack_name}/{self.stack_id}"
 
 
 class NestedStacks(Protocol):

@@ -4,7 +4,7 @@ Its properties are the template's parameters and its attributes the template's o
 (and ``OS::stack_id``), as the template layer's ``provider_schema`` declares them, so
 this plugin accepts any property: validation happened there. As in Heat, every change of
 properties updates the nested stack in place, and ``get_resource`` gives the nested
-stack's id (or its ``OS::stack_id`` output). The engine does the work through
+stack's ARN (or its ``OS::stack_id`` output). The engine does the work through
 ``ctx.nested``; this plugin asks for it and reads the outcome.
 """
 
@@ -82,8 +82,12 @@ class ProviderTemplate(NestedStackResource):
         return values
 
     def reference_id(self, current: AppliedState) -> Any:
+        # Heat's TemplateResource: the template's OS::stack_id output, else the nested
+        # stack's ARN.
         outputs: Mapping[str, Any] = current.data.get("outputs") or {}
-        return outputs.get(STACK_ID_OUTPUT, current.physical_id)
+        if STACK_ID_OUTPUT in outputs:
+            return outputs[STACK_ID_OUTPUT]
+        return current.data.get("arn") or current.physical_id
 
 
 def nested_stacks(ctx: ResourceContext) -> NestedStacks:
@@ -95,4 +99,4 @@ def nested_stacks(ctx: ResourceContext) -> NestedStacks:
 def settled_outcome(state: NestedStackState) -> Outcome:
     if not state.is_complete:
         raise PermanentFailure(f"nested stack {state.stack_name} is {state.state}: {state.reason}")
-    return Outcome(state.stack_id, {"outputs": dict(state.outputs)})
+    return Outcome(state.stack_id, {"outputs": dict(state.outputs), "arn": state.arn})
