@@ -7,10 +7,12 @@ import pytest
 from converge.core.decide import (
     MISSING,
     Change,
+    Decision,
     ResourceState,
     changed_properties,
     decide_cleanup,
     decide_update,
+    restriction,
 )
 from converge.core.schema import PropertySchema, PropertyType
 from converge.core.states import Action, Status
@@ -121,3 +123,15 @@ def test_a_row_deleted_by_a_superseded_operation_is_created_again() -> None:
     )
     decision = decide_update(deleted, "T", {"a": 1}, {})
     assert decision.change == Change.CREATE
+
+
+def test_restricted_actions_forbid_only_the_change_they_name() -> None:
+    update = Decision(Change.UPDATE, "properties changed")
+    replace = Decision(Change.REPLACE, "type changed")
+    assert restriction(update, frozenset({"update"}), "db") == (
+        "ResourceActionRestricted: resources.db: update is restricted for resource."
+    )
+    assert restriction(replace, frozenset({"update"}), "db") is None
+    assert restriction(replace, frozenset({"replace"}), "db") is not None
+    for change in (Change.CREATE, Change.NOTHING, Change.DELETE):
+        assert restriction(Decision(change, ""), frozenset({"update", "replace"}), "db") is None
