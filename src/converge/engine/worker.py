@@ -736,7 +736,7 @@ class Worker:
                     ) from exc
                 await self.ctx.clock.sleep(exc.delay)
             except PermanentFailure as exc:
-                raise ActionFailed(f"Error: resources.{row.name}: {exc}") from exc
+                raise ActionFailed(exc.reason(row.name)) from exc
             except TimeoutError as exc:
                 raise ActionFailed(f"Error: resources.{row.name}: Timed out") from exc
             except Exception as exc:
