@@ -296,3 +296,25 @@ def test_pseudo_parameters(schemas: StaticTypeSchemas, identity: StackIdentity) 
     )
     definition = prepare(text, schemas, identity)
     assert definition.resources["v"].properties == {"value": ["mystack", "stack-id-1", "project-1"]}
+
+
+@pytest.mark.parametrize("depth", [101, 100_000])
+def test_deeply_nested_json_text_is_a_clear_error(
+    schemas: StaticTypeSchemas, identity: StackIdentity, depth: int
+) -> None:
+    # 100,000 deep was a RecursionError from json.loads, not a template error.
+    text = "[" * depth + "]" * depth
+    with pytest.raises(TemplateError) as info:
+        prepare(f"parameters:\n  j: {{type: json, default: '{text}'}}\n", schemas, identity)
+    assert messages(info.value) == [
+        "t.yaml:3: parameters.j.default: invalid default: not valid JSON: "
+        "nesting is deeper than 100 levels"
+    ]
+    with pytest.raises(TemplateError, match="nesting is deeper than 100 levels"):
+        prepare("parameters:\n  j: {type: json}\n", schemas, identity, parameters={"j": text})
+    assert prepare(
+        "parameters:\n  j: {type: json}\n",
+        schemas,
+        identity,
+        parameters={"j": "[" * 100 + "]" * 100},
+    ).parameters["j"]

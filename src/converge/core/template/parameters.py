@@ -7,12 +7,12 @@ A hidden parameter's value never appears in a message.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from converge.core.bounded_json import parse_json
 from converge.core.custom_constraints import NO_CONTEXT, ConstraintContext
 from converge.core.schema import (
     Constraint,
@@ -114,7 +114,7 @@ def _coerce(kind: ParameterType, value: Any) -> Any:
         if not value.strip():
             return {}
         try:
-            parsed = json.loads(value)
+            parsed = parse_json(value)
         except ValueError as exc:
             raise ValueError(f"not valid JSON: {exc}") from None
         if isinstance(parsed, dict | list):
