@@ -27,7 +27,7 @@ def _agree(text: str, limits: Limits = DEFAULT_LIMITS) -> None:
         quick = loader._quick_data(text, limits)
     except _QUICK_GIVES_UP:
         return
-    careful, _ = loader._parse_yaml(text, limits)
+    careful = loader._parse_yaml(text, limits).root
     assert repr(quick) == repr(careful)
 
 
@@ -117,9 +117,9 @@ def test_lines_are_found_only_when_asked_for(monkeypatch: pytest.MonkeyPatch) ->
     calls: list[str] = []
     careful = loader._parse_yaml
 
-    def counted(text: str, limits: Limits) -> tuple[object, dict]:
+    def counted(text: str, limits: Limits, strict: bool = False) -> object:
         calls.append(text)
-        return careful(text, limits)
+        return careful(text, limits, strict)
 
     monkeypatch.setattr(loader, "_parse_yaml", counted)
     text = "heat_template_version: 2021-04-16\nresources:\n  a:\n    type: OS::Heat::None\n"

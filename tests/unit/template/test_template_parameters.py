@@ -318,3 +318,27 @@ def test_deeply_nested_json_text_is_a_clear_error(
         identity,
         parameters={"j": "[" * 100 + "]" * 100},
     ).parameters["j"]
+
+
+def test_values_are_optional_when_validating_as_heat_does(
+    schemas: StaticTypeSchemas, identity: StackIdentity
+) -> None:
+    text = (
+        "parameters:\n  image: {type: string}\n  size: {type: number, default: 1}\n"
+        "conditions:\n  cirros: {equals: [{get_param: image}, cirros]}\n"
+        "resources:\n  s:\n    type: Test::Server\n"
+        "    properties: {image: {get_param: image}, flavor: {if: [cirros, small, huge]}}\n"
+    )
+    definition = prepare(text, schemas, identity, require_values=False)
+    assert definition.parameters == {"size": 1}
+    assert definition.notes == ("parameter 'image' has no value: plan and apply will need one",)
+    # everything else is still checked, including a wrong value that is given
+    with pytest.raises(TemplateError) as info:
+        prepare(text.replace("flavor:", "flavr:"), schemas, identity, require_values=False)
+    assert messages(info.value) == [
+        "t.yaml:10: resources.s.properties.flavr: unknown property 'flavr' (did you mean 'flavor'?)"
+    ]
+    with pytest.raises(TemplateError, match="invalid value given for parameter 'size'"):
+        prepare(text, schemas, identity, parameters={"size": "x"}, require_values=False)
+    with pytest.raises(TemplateError, match="parameter 'image' needs a value"):
+        prepare(text, schemas, identity)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from converge.core.template.loader import DEFAULT_LIMITS, Limits, load_document
@@ -280,11 +280,25 @@ def _registry(
 
 
 def load_environment(
-    source: str | bytes, filename: str = "<environment>", *, limits: Limits = DEFAULT_LIMITS
+    source: str | bytes,
+    filename: str = "<environment>",
+    *,
+    limits: Limits = DEFAULT_LIMITS,
+    strict: bool = False,
 ) -> Environment:
-    """Parse one environment file (YAML or JSON)."""
-    data, source_map = load_document(source, filename, limits=limits)
-    return _environment(data, filename, source_map)
+    """Parse one environment file (YAML or JSON).
+
+    A repeated mapping key becomes a note (the last one wins, as in Heat), or an error
+    when ``strict``.
+    """
+    warnings: list[TemplateError] = []
+    data, source_map = load_document(
+        source, filename, limits=limits, strict=strict, warnings=warnings
+    )
+    environment = _environment(data, filename, source_map)
+    if not warnings:
+        return environment
+    return replace(environment, notes=(*(w.format() for w in warnings), *environment.notes))
 
 
 def environment_from_data(data: Any, filename: str | None = None) -> Environment:

@@ -313,12 +313,15 @@ def resolve_parameters(
     *,
     previous: Mapping[str, Any] | None = None,
     context: ConstraintContext = NO_CONTEXT,
+    require_values: bool = True,
 ) -> tuple[dict[str, Any], list[TemplateError]]:
     """Final parameter values from ``sources`` (highest precedence first), and problems.
 
     ``previous``: the values of the stack being updated, for the immutable check.
     ``context``: what the constraints that need more than the value are checked with; the
     defaults, checked without it when the template was read, are checked again with it.
+    ``require_values`` False (validate, as Heat's): a parameter with neither a value nor a
+    default is left out of the values instead of being a problem.
     """
     errors: list[TemplateError] = []
     for source in sources:
@@ -349,7 +352,7 @@ def resolve_parameters(
             if schema.has_default:
                 values[name] = schema.default
                 errors.extend(_default_problems(schema, context))
-            else:
+            elif require_values:
                 errors.append(
                     schema.where.error(
                         f"parameter {name!r} needs a value: it has no default and none was given"
