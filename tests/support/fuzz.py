@@ -333,7 +333,8 @@ Validator = Callable[[Case], object]
 
 def validate_case(case: Case) -> object:
     """Validate ``case`` as ``converge validate`` does (the template checks, not a plugin's own
-    checks of paths and commands, which need the engine's configuration)."""
+    checks of paths and commands, which need the engine's configuration): with parameter
+    values optional for even random seeds, required (as ``plan`` and ``apply``) for odd."""
     import datetime
 
     from converge.core.template import (
@@ -356,6 +357,7 @@ def validate_case(case: Case) -> object:
         registry=default_registry(),
         settings=None,
         now=datetime.datetime.now(datetime.UTC),
+        require_values=case.random_seed % 2 == 1,
     )
 
 
