@@ -147,17 +147,20 @@ class Environment:
             target = entry.types.get(type_name)
             if target is not None:
                 return target
+        # Heat tries every matching entry in the order of their names as strings, so a
+        # wildcard comes before an exact name it covers ("*" sorts before letters and
+        # ":"), and "OS::*" before "OS::Nova::*".
+        best: tuple[str, str] | None = None
         target = self.types.get(type_name)
         if target is not None:
-            return target
-        best: tuple[int, str] | None = None
+            best = (type_name, target)
         for pattern, value in self.types.items():
-            if value is None or not pattern.endswith("*"):
-                continue
+            if value is None or not pattern.endswith("*") or value == type_name:
+                continue  # value == type_name: "OS::*": OS::Heat::None must not map itself
             prefix = pattern[:-1]
-            if type_name.startswith(prefix) and (best is None or len(prefix) > best[0]):
+            if type_name.startswith(prefix) and (best is None or pattern < best[0]):
                 mapped = value[:-1] + type_name[len(prefix) :] if value.endswith("*") else value
-                best = (len(prefix), mapped)
+                best = (pattern, mapped)
         return best[1] if best else None
 
     def implementation_type(self, type_name: str, resource_name: str | None = None) -> str:
@@ -267,11 +270,9 @@ def _registry(
                 base_url = str(value)
             elif not isinstance(key, str) or not (value is None or isinstance(value, str)):
                 raise at.error("a type mapping must map a type name to a type name or a file")
-            elif key.endswith("*") and value and not value.endswith("*"):
-                if not is_provider_template(value):
-                    raise at.error("a wildcard mapping must map to a name ending in '*'")
-                types[key] = value
             else:
+                # a wildcard may map to a wildcard, one type ("OS::*": OS::Heat::None) or a
+                # template file, as in Heat
                 types[key] = value
         except TemplateError as exc:
             errors.append(exc)
