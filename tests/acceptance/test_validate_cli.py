@@ -205,3 +205,23 @@ def test_if_on_a_condition_of_a_parameter_without_value(tmp_path: Path) -> None:
         result = CliRunner().invoke(main, [command, str(stack), "--state", str(tmp_path / "s.db")])
         assert result.exit_code == 1, (command, result.output)
         assert "parameter 'FixedIPs' needs a value" in result.output + result.stderr
+
+
+def test_a_nested_default_failing_its_pattern_is_an_error_only_when_used(tmp_path: Path) -> None:
+    (tmp_path / "box.yaml").write_text(
+        "heat_template_version: 2021-04-16\n"
+        "parameters:\n  label:\n    type: string\n    default: Bad_Label\n"
+        "    constraints: [{allowed_pattern: '[a-z]+'}]\n"
+        "resources: {}\n"
+    )
+    stack = tmp_path / "stack.yaml"
+    stack.write_text(
+        "heat_template_version: 2021-04-16\n"
+        "resources:\n  given: {type: box.yaml, properties: {label: fine}}\n"
+    )
+    code, output = run("validate", stack)
+    assert code == 0, output
+    stack.write_text(stack.read_text() + "  defaulted: {type: box.yaml}\n")
+    code, output = run("validate", stack)
+    assert code == 1
+    assert 'box.yaml:5: parameters.label.default: invalid default: "Bad_Label"' in output

@@ -342,3 +342,27 @@ def test_values_are_optional_when_validating_as_heat_does(
         prepare(text, schemas, identity, parameters={"size": "x"}, require_values=False)
     with pytest.raises(TemplateError, match="parameter 'image' needs a value"):
         prepare(text, schemas, identity)
+
+
+def test_an_invalid_default_is_an_error_only_where_it_is_used(
+    schemas: StaticTypeSchemas, identity: StackIdentity
+) -> None:
+    # Heat checks the given value, or the default when none is given (never both).
+    text = (
+        "parameters:\n  name:\n    type: string\n    default: Bad_Name\n"
+        "    constraints: [{allowed_pattern: '[a-z]+'}]\n"
+    )
+    with pytest.raises(TemplateError) as info:
+        prepare(text, schemas, identity)
+    assert messages(info.value) == [
+        't.yaml:5: parameters.name.default: invalid default: "Bad_Name" does not match '
+        'pattern "[a-z]+"'
+    ]
+    with pytest.raises(TemplateError, match="invalid default"):
+        prepare(text, schemas, identity, require_values=False)  # create would use it
+    definition = prepare(text, schemas, identity, parameters={"name": "good"})
+    assert definition.parameters == {"name": "good"}
+    assert definition.notes == (
+        't.yaml:5: parameters.name.default: invalid default: "Bad_Name" does not match '
+        'pattern "[a-z]+" (unused here)',
+    )

@@ -170,7 +170,7 @@ class _Preparer:
         from_environment, errors = environment_sources(self.environment, schemas)
         self.errors.extend(errors)
         sources = [ParameterSource(self.given), *from_environment]
-        values, errors = resolve_parameters(
+        values, errors, warnings = resolve_parameters(
             schemas,
             sources,
             previous=self.previous,
@@ -178,6 +178,7 @@ class _Preparer:
             require_values=self.require_values,
         )
         self.errors.extend(errors)
+        self.notes.extend(warning.format() for warning in warnings)
         self.notes.extend(
             f"parameter {name!r} has no value: plan and apply will need one"
             for name, schema in schemas.items()
