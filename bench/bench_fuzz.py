@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
+import resource
 import statistics
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -73,11 +76,61 @@ class _Runner:
         self.process.join(timeout=10)
 
 
+ROOT = Path(__file__).resolve().parent.parent
+SMALL = ROOT / "examples" / "hello.yaml"
+MANY = sorted(str(path) for path in (ROOT / "examples").glob("*.yaml") if ".env." not in path.name)
+
+
+def _median_seconds(command: list[str], runs: int) -> tuple[float, float]:
+    """Median wall time and median CPU time (user + system) of the process."""
+    walls, cpus = [], []
+    for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        started = time.perf_counter()
+        subprocess.run(command, capture_output=True, check=False)
+        walls.append(time.perf_counter() - started)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return statistics.median(walls), statistics.median(cpus)
+
+
+def _row(what: str, figures: tuple[float, float]) -> str:
+    return f"| {what} | {figures[0] * 1000:.0f} ms | {figures[1] * 1000:.0f} ms |"
+
+
+def measure_start(runs: int) -> list[str]:
+    """Wall time of ``converge validate`` processes: one small template, and the examples
+    one per process against all in one process. Bytecode is compiled first (a user's
+    installed package has it; a source checkout with PYTHONDONTWRITEBYTECODE would not)."""
+    env_python = sys.executable
+    subprocess.run([env_python, "-m", "compileall", "-q", str(ROOT / "src")], check=True)
+    converge = [str(Path(env_python).parent / "converge")]
+    bare = _median_seconds([env_python, "-c", "pass"], runs)
+    small = _median_seconds([*converge, "validate", str(SMALL)], runs)
+    per_file = [_median_seconds([*converge, "validate", path], max(3, runs // 4)) for path in MANY]
+    each = (sum(wall for wall, _ in per_file), sum(cpu for _, cpu in per_file))
+    together = _median_seconds([*converge, "validate", *MANY], max(3, runs // 4))
+    load = os.getloadavg()[0]
+    return [
+        "",
+        f"`converge validate` start (median of {runs} runs, bytecode compiled, load average "
+        f"{load:.1f} on {os.cpu_count()} CPUs while measuring):",
+        "",
+        "| what | wall time | CPU time |",
+        "| --- | ---: | ---: |",
+        _row("`python -c pass`", bare),
+        _row("`converge validate examples/hello.yaml`", small),
+        _row(f"the {len(MANY)} examples, one process each", each),
+        _row(f"the {len(MANY)} examples in one `converge validate`", together),
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cases", type=int, default=2000)
     parser.add_argument("--start", type=int, default=100_000, help="first random seed")
     parser.add_argument("--hang", type=float, default=5.0, help="seconds that count as a hang")
+    parser.add_argument("--start-runs", type=int, default=20, help="runs per start figure")
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args()
 
@@ -126,6 +179,8 @@ def main() -> None:
         f"({'; '.join(slow_case.mutations)[:200]})",
         f"- random seeds {args.start} to {args.start + args.cases - 1}; whole run {elapsed:.0f} s",
         *(f"- crash ({count} times): `{signature}`" for signature, count in crashes.items()),
+        *measure_start(args.start_runs),
+        "",
         *provenance(),
     ]
     print("\n".join(lines))
