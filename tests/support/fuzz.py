@@ -334,7 +334,8 @@ Validator = Callable[[Case], object]
 def validate_case(case: Case) -> object:
     """Validate ``case`` as ``converge validate`` does (the template checks, not a plugin's own
     checks of paths and commands, which need the engine's configuration): with parameter
-    values optional for even random seeds, required (as ``plan`` and ``apply``) for odd."""
+    values optional for even random seeds; for odd ones required and, once prepared, every
+    property and output evaluated with made-up resource data, as ``apply`` would."""
     import datetime
 
     from converge.core.template import (
@@ -348,7 +349,7 @@ def validate_case(case: Case) -> object:
 
     template = load_template(case.template, "fuzz.yaml")
     environments = [load_environment(text, name) for name, text in case.environments]
-    return prepare_definition(
+    definition = prepare_definition(
         template,
         environment=merge_environments(environments),
         parameters=case.parameters,
@@ -359,6 +360,45 @@ def validate_case(case: Case) -> object:
         now=datetime.datetime.now(datetime.UTC),
         require_values=case.random_seed % 2 == 1,
     )
+    if case.random_seed % 2 == 1:
+        # as apply would, once every resource has reported (any shape of attribute value)
+        data = _ReportedData(case.random_seed)
+        for resource in definition.resources.values():
+            resource.resolve_properties(data)
+            resource.resolve_metadata(data)
+        for output in definition.outputs.values():
+            output.resolve(data)
+    return definition
+
+
+class _ReportedData:
+    """What converged resources might report: ids, and attributes of any JSON shape."""
+
+    _VALUES = (None, "", "x", 0, 1.5, True, [], ["a", 1], {}, {"k": ["v"]}, "[1]")
+
+    def __init__(self, seed: int) -> None:
+        self._rng = random.Random(seed)
+
+    def reference_id(self, name: str) -> Any:
+        return f"{name}-id"
+
+    def attributes(self, name: str) -> Any:
+        return _AnyAttribute(self._rng, self._VALUES)
+
+
+class _AnyAttribute(dict[str, Any]):
+    """Every attribute name has a value, drawn from ``values``."""
+
+    def __init__(self, rng: random.Random, values: tuple[Any, ...]) -> None:
+        super().__init__()
+        self._rng = rng
+        self._values = values
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._rng.choice(self._values)
+
+    def __missing__(self, key: str) -> Any:
+        return self._rng.choice(self._values)
 
 
 def run_case(case: Case, validator: Validator = validate_case) -> Outcome:
