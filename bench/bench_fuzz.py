@@ -165,7 +165,9 @@ def main() -> None:
         f"{args.cases} cases: {len(seeds)} seed templates (`examples/`, `tests/corpus/`, "
         "`tests/fuzz/seeds/`) with 1 to 6 mutations each (values that broke parsers before, "
         "deleted, copied and renamed nodes, wrapped in intrinsic functions, other versions, "
-        "edited text), validated as `converge validate` does. A crash is any exception but "
+        "edited text), validated as `converge validate` does (odd seeds as `plan` and "
+        "`apply` do: values required, then every property and output evaluated with made-up "
+        "resource data). A crash is any exception but "
         f"a `TemplateError`; a hang is a case still running after {args.hang:g} s (the worker "
         "is killed and replaced).",
         "",
