@@ -530,7 +530,13 @@ class Converge:
         if stack.raw_template_id is not None and not stack.deleted:
             try:
                 definition = await self._ctx.definitions.get(stack.raw_template_id)
-                parameters = definition.visible_parameters()
+                # As Heat shows them: text, with the pseudo parameters of the stack.
+                parameters = {
+                    **definition.parameter_texts(),
+                    "OS::stack_id": stack.id,
+                    "OS::project_id": stack.project_id,
+                    "OS::stack_name": stack.name,
+                }
             except (NotFound, TemplateError):
                 parameters = {}
         return StackView.of(stack, parameters)

@@ -9,8 +9,10 @@ success, a ``TemplateError`` (both fine) or anything else (a crash).
 
 from __future__ import annotations
 
+import functools
 import json
 import random
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -331,9 +333,18 @@ class Outcome:
 Validator = Callable[[Case], object]
 
 
+@functools.cache
+def _settings() -> Any:
+    """What ``converge validate`` checks plugins' values with: Local::* confined to a
+    directory of its own (made once, empty)."""
+    from converge.cli.inputs import embedded_settings
+
+    return embedded_settings(str(Path(tempfile.mkdtemp(prefix="converge-fuzz-")) / "s.db"))
+
+
 def validate_case(case: Case) -> object:
-    """Validate ``case`` as ``converge validate`` does (the template checks, not a plugin's own
-    checks of paths and commands, which need the engine's configuration): with parameter
+    """Validate ``case`` as ``converge validate`` does (template checks, then each plugin's
+    checks of the values known, Local::* paths confined to an empty directory): with parameter
     values optional for even random seeds; for odd ones required and, once prepared, every
     property and output evaluated with made-up resource data, as ``apply`` would."""
     import datetime
@@ -356,7 +367,7 @@ def validate_case(case: Case) -> object:
         files=case.files,
         identity=StackIdentity("fuzz", "fuzz-id", "fuzz-project"),
         registry=default_registry(),
-        settings=None,
+        settings=_settings(),
         now=datetime.datetime.now(datetime.UTC),
         require_values=case.random_seed % 2 == 1,
     )

@@ -15,12 +15,15 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from converge.core.template.environment import is_provider_template
 from converge.core.template.loader import load_document
 from converge.core.template.nodes import Where
 from converge.errors import TemplateError, TemplateErrors
+
+if TYPE_CHECKING:
+    from converge.engine.settings import EngineSettings
 
 # Environment registry keys whose values are not provider templates.
 _NOT_PROVIDERS = frozenset({"base_url", "hooks", "restricted_actions"})
@@ -55,6 +58,21 @@ def read_source(path: str | os.PathLike[str]) -> SourceFile:
     except OSError as exc:
         raise TemplateError(f"cannot read the file: {exc.strerror}", file=shown) from None
     return SourceFile(text, shown, Path(path).resolve().parent)
+
+
+def embedded_settings(state: str) -> EngineSettings:
+    """Settings of the embedded engine: Local::* types may touch only the state's directory.
+
+    Here, not with the commands that run the engine, so ``validate`` reads them cheaply.
+    """
+    from converge.engine.settings import EngineSettings
+
+    plugin_settings = {}
+    if os.environ.get("CONVERGE_POSTGRES_URL"):
+        plugin_settings["postgres_url"] = os.environ["CONVERGE_POSTGRES_URL"]
+    return EngineSettings(
+        allowed_roots=(Path(state).resolve().parent,), plugin_settings=plugin_settings
+    )
 
 
 def parse_parameters(pairs: Sequence[str]) -> dict[str, str]:

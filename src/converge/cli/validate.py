@@ -20,6 +20,7 @@ import click
 
 if TYPE_CHECKING:
     from converge.core.template import StackDefinition
+    from converge.engine.settings import EngineSettings
     from converge.errors import TemplateError
 
 _HIDDEN = "******"
@@ -63,11 +64,14 @@ def run_validate(
     template_path: Path,
     environment_paths: list[Path],
     parameters: dict[str, str],
+    settings: EngineSettings | None = None,
     *,
     strict: bool = False,
 ) -> tuple[StackDefinition | None, list[TemplateError]]:
     """Validate files on disk; the definition, or the problems found.
 
+    With ``settings`` (what ``apply`` would run with: allowed roots, plugin settings) each
+    plugin checks its own values too, such as a ``Local::*`` path outside the allowed roots.
     ``strict``: a repeated mapping key is an error, not a note.
     """
     import datetime
@@ -97,7 +101,7 @@ def run_validate(
             files=inputs.files,
             identity=StackIdentity(template_path.stem, "validate", "validate"),
             registry=default_registry(),
-            settings=None,  # the engine's configuration is not known here
+            settings=settings,
             now=datetime.datetime.now(datetime.UTC),
             require_values=False,
         )
@@ -169,21 +173,36 @@ def _report(
     default="table",
     show_default=True,
 )
+@click.option(
+    "--state",
+    envvar="CONVERGE_STATE",
+    default="converge.db",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="The state file apply would use: Local::* paths must lie in its directory "
+    "(env CONVERGE_STATE).",
+)
 def validate(
     templates: tuple[Path, ...],
     environments: tuple[Path, ...],
     parameters: tuple[str, ...],
     strict: bool,
     output_format: str,
+    state: str,
 ) -> None:
     """Check each TEMPLATE without creating anything: prints each problem as
     ``file:line: path: message`` or a summary. Exit status 1 when any template has a
     problem. Parameters need no values here; ``plan`` and ``apply`` ask for them."""
+    from converge.cli.inputs import embedded_settings
+
     values = _parameters(parameters)
+    settings = embedded_settings(state)
     reports: list[dict[str, Any]] = []
     failed = False
     for index, template in enumerate(templates):
-        definition, errors = run_validate(template, list(environments), values, strict=strict)
+        definition, errors = run_validate(
+            template, list(environments), values, settings, strict=strict
+        )
         failed = failed or definition is None
         if output_format == "json":
             reports.append(_report(template, definition, errors))

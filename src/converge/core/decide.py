@@ -129,3 +129,17 @@ def decide_cleanup(
     if deletion_policy == "Retain":
         return Decision(Change.RETAIN, "deletion_policy is Retain: the real resource is kept")
     return Decision(Change.DELETE, "not in the current template")
+
+
+def restriction(decision: Decision, restricted_actions: frozenset[str], name: str) -> str | None:
+    """Why the environment's ``restricted_actions`` forbid this decision; None if they do not.
+
+    As in Heat: ``update`` forbids an in-place update, ``replace`` a replacement; the
+    resource then fails and is left as it is.
+
+    Purely computational, no side-effects.
+    """
+    action = {Change.UPDATE: "update", Change.REPLACE: "replace"}.get(decision.change)
+    if action is None or action not in restricted_actions:
+        return None
+    return f"ResourceActionRestricted: resources.{name}: {action} is restricted for resource."

@@ -212,25 +212,51 @@ class StackOperations:
         )
 
     async def cancel_update(self, stack: StackRecord, *, rollback: bool) -> None:
-        if stack.action != Action.UPDATE or stack.status != Status.IN_PROGRESS:
+        """Heat's cancel: with rollback, converge back (to nothing for a create); without,
+        stop the traversal here and in every nested stack below, and fail the stack."""
+        if stack.status != Status.IN_PROGRESS or stack.action not in (Action.UPDATE, Action.CREATE):
             raise Conflict(
-                f"stack {stack.name} is {stack.state}: only an UPDATE_IN_PROGRESS can be cancelled"
+                f"stack {stack.name} is {stack.state}: only a CREATE_IN_PROGRESS or "
+                "UPDATE_IN_PROGRESS can be cancelled"
             )
         if rollback:
-            await self.rollback(stack, "Stack UPDATE cancelled, rolling back")
+            await self.rollback(stack, f"Stack {stack.action} cancelled, rolling back")
             return
+        await self._stop_traversal(stack)
+        for child in await self._descendants(stack):
+            if child.status == Status.IN_PROGRESS:
+                await self._stop_traversal(child)
+
+    async def _stop_traversal(self, stack: StackRecord) -> None:
+        """Fail the stack's operation; work in progress finishes but propagates no further."""
+        reason = f"Stack {stack.action} cancelled"
         await self.ctx.store.update_stack(
             stack.id,
             {
                 "status": Status.FAILED,
-                "status_reason": "Stack UPDATE cancelled",
+                "status_reason": reason,
                 "current_traversal": "",
                 "deadline": None,
             },
             expected_traversal=stack.current_traversal,
-            events=[stack_event(stack, Action.UPDATE, Status.FAILED, "Stack UPDATE cancelled")],
+            events=[stack_event(stack, stack.action, Status.FAILED, reason)],
         )
         self._signal(stack.id)
+
+    async def _descendants(self, stack: StackRecord) -> list[StackRecord]:
+        """Every live nested stack below ``stack``, parents before children."""
+        stacks = await self.ctx.store.list_stacks(stack.project_id)
+        children: dict[str, list[StackRecord]] = {}
+        for candidate in stacks:
+            if candidate.owner_id is not None:
+                children.setdefault(candidate.owner_id, []).append(candidate)
+        found: list[StackRecord] = []
+        pending = [stack.id]
+        while pending:
+            for child in children.get(pending.pop(0), []):
+                found.append(child)
+                pending.append(child.id)
+        return found
 
     # --- ending traversals -------------------------------------------------------------
 
