@@ -45,3 +45,33 @@ async def test_an_output_whose_condition_is_false_is_listed_with_a_null_value(
     assert outputs["shown"]["output_value"] == 3
     assert outputs["hidden_by_condition"]["output_value"] is None
     assert outputs["hidden_by_condition"]["description"] == "disabled"
+
+
+VICTIM = """
+heat_template_version: 2021-04-16
+resources:
+  oops: {type: OS::Heat::TestResource, properties: {fail: true}}
+"""
+
+OWNER = """
+heat_template_version: 2021-04-16
+resources:
+  victim: {type: victim.yaml}
+"""
+
+
+async def test_failure_reasons_name_the_error_and_the_nested_path(cv: Converge) -> None:
+    # Heat: "Resource CREATE failed: ValueError: resources.victim.resources.oops: Test
+    # Resource failed oops" (the exception's class and the path through nested stacks).
+    stack = await cv.create_stack(
+        "owner", OWNER, files={"victim.yaml": VICTIM}, disable_rollback=True
+    )
+    assert stack.stack_status == "CREATE_FAILED"
+    assert stack.stack_status_reason == (
+        "Resource CREATE failed: ValueError: resources.victim.resources.oops: "
+        "Test Resource failed oops"
+    )
+    (victim,) = await cv.list_resources("owner")
+    assert victim.resource_status_reason == (
+        "ValueError: resources.victim.resources.oops: Test Resource failed oops"
+    )

@@ -92,6 +92,10 @@ class Worker:
             return
         if row is None:
             if node.is_update:
+                if node in await self.ctx.store.reported_senders(message.traversal_id):
+                    # A repeated delivery of a node that converged, was replaced and whose
+                    # old row its cleanup already deleted: nothing is left to do.
+                    return
                 await self.operations.fail_traversal(
                     stack.id, stack.current_traversal, f"resource row {node.resource_id} vanished"
                 )
@@ -117,8 +121,10 @@ class Worker:
         assert stack.raw_template_id is not None  # set by every traversal start
         definition = await self.ctx.definitions.get(stack.raw_template_id)
         target = row
-        if row.replaced_by is not None and row.current_template_id != stack.raw_template_id:
-            # Replaced during this traversal: the replacement stands for this node.
+        if row.replaced_by is not None and not _is_known_to(graph, row.replaced_by):
+            # Replaced during this traversal (a replacement its graph does not know was
+            # made after it started): the replacement stands for this node. A replacement
+            # the graph knows is another row's business (a dropped one is cleaned up).
             replacement = await self.ctx.store.get_resource(row.replaced_by)
             if replacement is not None:
                 target = replacement
@@ -165,6 +171,7 @@ class Worker:
             properties,
             plugin.properties_schema,
             open_properties=plugin.open_properties,
+            never_updates=plugin.never_updates,
             observed=observed,
         )
         if (
@@ -495,9 +502,12 @@ class Worker:
         if decision.change == Change.NOTHING:
             await self._finish(stack, graph, node, None, None)
             return
-        if decision.change == Change.RETAIN or row.action == Action.INIT:
+        nothing_real = row.action == Action.INIT or (
+            row.action == Action.DELETE and row.status == Status.COMPLETE
+        )
+        if decision.change == Change.RETAIN or nothing_real:
             events = []
-            if row.action != Action.INIT:
+            if not nothing_real:
                 events.append(
                     _event(
                         row,
@@ -636,6 +646,7 @@ class Worker:
             events=events or [],
             reports=reports,
             expected_counts=expected,
+            kept_if_superseded=_kept_after_delete(row) if delete and row is not None else None,
         )
         if not stored:
             return
@@ -725,7 +736,7 @@ class Worker:
                     ) from exc
                 await self.ctx.clock.sleep(exc.delay)
             except PermanentFailure as exc:
-                raise ActionFailed(f"Error: resources.{row.name}: {exc}") from exc
+                raise ActionFailed(exc.reason(row.name)) from exc
             except TimeoutError as exc:
                 raise ActionFailed(f"Error: resources.{row.name}: Timed out") from exc
             except Exception as exc:
@@ -793,6 +804,27 @@ class _Replace(Exception):
 
 # What a resource's drift columns say once a traversal made its reality match.
 _IN_SYNC: Mapping[str, Any] = {"drift_status": str(DriftStatus.IN_SYNC), "drift_detail": {}}
+
+
+def _kept_after_delete(row: ResourceRecord) -> dict[str, Any]:
+    """What a row becomes instead of being deleted when a newer traversal started
+    meanwhile: that one may have chosen the row (a resource removed, then added back), and
+    needs it to say the real thing is gone."""
+    if row.action == Action.INIT:
+        return {"engine_id": None}  # nothing real was ever made
+    return {
+        "action": Action.DELETE,
+        "status": Status.COMPLETE,
+        "status_reason": "deleted by an operation a newer one superseded",
+        "physical_resource_id": None,
+        "attr_data": {},
+        "engine_id": None,
+        "hook_pending": None,
+    }
+
+
+def _is_known_to(graph: TraversalGraph, resource_id: int) -> bool:
+    return GraphNode(resource_id, True) in graph or GraphNode(resource_id, False) in graph
 
 
 def _is_left_alone_by_heal(stack: StackRecord, row: ResourceRecord) -> bool:

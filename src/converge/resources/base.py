@@ -163,6 +163,8 @@ class ResourcePlugin(ABC):
     # The real thing holds things of its own that a traversal converges (a nested stack):
     # a traversal comparing with reality updates it even when its properties are unchanged.
     converges_inside: ClassVar[bool] = False
+    # Never changed by an update (Heat's ``_needs_update`` always False): a placeholder.
+    never_updates: ClassVar[bool] = False
     # Attribute names beyond the declared ones are accepted (a group's ``resource.N.attr``).
     open_attributes: ClassVar[bool] = False
 

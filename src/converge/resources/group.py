@@ -19,7 +19,7 @@ from converge.core import group
 from converge.core.schema import AttributeSchema, Constraint, PropertySchema, PropertyType
 from converge.errors import PermanentFailure
 from converge.resources.base import AppliedState, Outcome, ResourceContext
-from converge.resources.nested import NestedStackResource, nested_stacks
+from converge.resources.nested import NestedStackResource, nested_failure, nested_stacks
 
 _ATTRIBUTES = {
     "refs": AttributeSchema(
@@ -54,9 +54,7 @@ class GroupBase(NestedStackResource):
         stack_id = await stacks.apply(ctx, {}, stack_id, template=group.nested_template(members))
         state = await stacks.wait(stack_id)
         if not state.is_complete:
-            raise PermanentFailure(
-                f"nested stack {state.stack_name} is {state.state}: {state.reason}"
-            )
+            raise nested_failure(state)
         return state.stack_id, state.outputs
 
     async def attributes(

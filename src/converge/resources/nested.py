@@ -98,5 +98,13 @@ def nested_stacks(ctx: ResourceContext) -> NestedStacks:
 
 def settled_outcome(state: NestedStackState) -> Outcome:
     if not state.is_complete:
-        raise PermanentFailure(f"nested stack {state.stack_name} is {state.state}: {state.reason}")
+        raise nested_failure(state)
     return Outcome(state.stack_id, {"outputs": dict(state.outputs), "arn": state.arn})
+
+
+def nested_failure(state: NestedStackState) -> PermanentFailure:
+    """A failed nested stack's failure as its resource's, keeping the kind and the path of
+    the resource inside that failed (Heat: ``ValueError: resources.box.resources.part:``)."""
+    return PermanentFailure.from_reason(
+        state.reason, f"nested stack {state.stack_name} is {state.state}: {state.reason}"
+    )

@@ -111,6 +111,20 @@ def test_cleanup_decision_table(current: bool, policy: str, expected: Change) ->
     assert decide_cleanup(current, policy).change == expected
 
 
+def test_a_row_deleted_by_a_superseded_operation_is_created_again() -> None:
+    # Heat's _needs_update: DELETE_COMPLETE never updates in place.
+    deleted = ResourceState(
+        action=Action.DELETE,
+        status=Status.COMPLETE,
+        type="T",
+        properties={"a": 1},
+        current_template_id=1,
+        has_physical_resource=False,
+    )
+    decision = decide_update(deleted, "T", {"a": 1}, {})
+    assert decision.change == Change.CREATE
+
+
 def test_restricted_actions_forbid_only_the_change_they_name() -> None:
     update = Decision(Change.UPDATE, "properties changed")
     replace = Decision(Change.REPLACE, "type changed")
