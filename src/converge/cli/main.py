@@ -5,8 +5,10 @@ from __future__ import annotations
 import click
 
 from converge import __version__
+from converge.cli.api_server import api_command, copy_serve_options
 from converge.cli.drift_commands import register as register_drift_commands
 from converge.cli.stack_commands import register as register_stack_commands
+from converge.cli.token_commands import token
 from converge.cli.validate import validate
 
 
@@ -19,3 +21,6 @@ def main() -> None:
 main.add_command(validate)
 register_stack_commands(main)
 register_drift_commands(main)
+copy_serve_options()
+main.add_command(api_command)
+main.add_command(token)
