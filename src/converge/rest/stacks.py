@@ -272,7 +272,13 @@ async def lookup(access: Reader, request: Request, stack_name: str) -> RedirectR
 async def _redirect(
     cv: Converge, request: Request, project_id: str, stack_name: str, subpath: str
 ) -> RedirectResponse:
-    stack = await cv.get_stack(stack_name)
+    try:
+        stack = await cv.get_stack(stack_name)
+    except NotFound:
+        # As Heat: by id, a deleted stack is still found (DELETE_COMPLETE); by name, not.
+        stack = await cv.get_stack(stack_name, include_deleted=True)
+        if stack.id != stack_name:
+            raise
     location = documents.base_url(request, project_id) + documents.stack_path(
         stack.stack_name, stack.id
     )
