@@ -527,12 +527,12 @@ async def stack_action(
     stack_id: str,
     body: Annotated[dict[str, Any], Body(examples=[{"check": None}])],
 ) -> Response:
+    stack = await identified(access.cv, stack_name, stack_id, include_deleted=False)
     if len(body) != 1:
         raise InvalidRequest("Multiple actions specified" if body else "No action specified")
     (action,) = body
     if action not in _ACTIONS:
         raise InvalidRequest(f"Invalid action {action} specified")
-    stack = await identified(access.cv, stack_name, stack_id, include_deleted=False)
     if action in ("suspend", "resume"):
         raise not_supported(
             f"Stack {action}",
