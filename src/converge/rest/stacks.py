@@ -259,10 +259,12 @@ async def preview_stack(access: Reader, request: Request, body: StackCreate) -> 
 # --- one stack ---------------------------------------------------------------------------------
 
 
-@router.get(
+@router.api_route(
     "/stacks/{stack_name}",
+    methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
     status_code=302,
-    summary="Find a stack by name or id: redirects to its URL",
+    summary="Find a stack by name or id: redirects to its URL (the client repeats its "
+    "request there)",
     response_class=RedirectResponse,
 )
 async def lookup(access: Reader, request: Request, stack_name: str) -> RedirectResponse:
