@@ -30,8 +30,8 @@ def call(
     server: RestServer, method: str, path: str, token: str | None, **kwargs: Any
 ) -> httpx.Response:
     headers = {"X-Auth-Token": token} if token else {}
-    return httpx.request(
-        method, server.url + path, headers=headers, follow_redirects=False, timeout=20, **kwargs
+    return server.http.request(
+        method, server.url + path, headers=headers, follow_redirects=False, **kwargs
     )
 
 

@@ -12,6 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx
+
 from converge.api import Converge
 from converge.engine.settings import EngineSettings
 from converge.rest.server import serving_api
@@ -28,6 +30,8 @@ class RestServer:
         self.loop = loop
         self.cv = cv
         self.url = url  # http://127.0.0.1:PORT
+        # One client for the test's own requests: making one costs an SSL context.
+        self.http = httpx.Client(timeout=20)
 
     def run(self, make: Callable[[Converge], Coroutine[Any, Any, T]]) -> T:
         return asyncio.run_coroutine_threadsafe(make(self.cv), self.loop).result(30)
@@ -76,6 +80,7 @@ def rest_server(
     try:
         yield server
     finally:
+        server.http.close()
         server.loop.call_soon_threadsafe(stop[0].set)
         thread.join(30)
         if failure:

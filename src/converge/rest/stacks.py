@@ -259,16 +259,24 @@ async def preview_stack(access: Reader, request: Request, body: StackCreate) -> 
 # --- one stack ---------------------------------------------------------------------------------
 
 
-@router.api_route(
-    "/stacks/{stack_name}",
-    methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
-    status_code=302,
-    summary="Find a stack by name or id: redirects to its URL (the client repeats its "
-    "request there)",
-    response_class=RedirectResponse,
-)
 async def lookup(access: Reader, request: Request, stack_name: str) -> RedirectResponse:
+    """Find a stack by name or id: redirects to its URL (the client repeats its request
+    there)."""
     return await _redirect(access.cv, request, access.project_id, stack_name, "")
+
+
+# As Heat's lookup: every method, one operation each in the OpenAPI description.
+for _method in ("GET", "POST", "PUT", "PATCH", "DELETE"):
+    router.add_api_route(
+        "/stacks/{stack_name}",
+        lookup,
+        methods=[_method],
+        status_code=302,
+        response_class=RedirectResponse,
+        summary="Find a stack by name or id: redirects to its URL",
+        name=f"lookup_{_method.lower()}",
+        operation_id=f"lookup_stack_{_method.lower()}",
+    )
 
 
 async def _redirect(
