@@ -46,8 +46,9 @@ class RestServer:
 
 @contextmanager
 def rest_server(
-    state: Path, *, noauth: bool = False, settings: EngineSettings = FAST
+    state: Path, *, noauth: bool = False, settings: EngineSettings = FAST, observe: bool = False
 ) -> Iterator[RestServer]:
+    """``observe`` also runs the synchronizer and drift handling (as ``converge serve``)."""
     ready: list[RestServer] = []
     failure: list[BaseException] = []
     stop: list[asyncio.Event] = []
@@ -59,7 +60,11 @@ def rest_server(
             serving_api(cv, "127.0.0.1", 0, noauth=noauth) as (host, port),
         ):
             ready.append(RestServer(asyncio.get_running_loop(), cv, f"http://{host}:{port}"))
-            await stop[0].wait()
+            if observe:
+                async with cv.serving():
+                    await stop[0].wait()
+            else:
+                await stop[0].wait()
 
     def thread_main() -> None:
         try:
