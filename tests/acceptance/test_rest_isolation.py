@@ -60,7 +60,7 @@ def _routes(server: RestServer) -> list[tuple[str, str]]:
     return [
         (method.upper(), path)
         for path, operations in paths.items()
-        if path.startswith("/v1/")
+        if path.startswith("/v1/{tenant_id}/")
         for method in operations
     ]
 

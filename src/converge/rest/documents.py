@@ -116,6 +116,8 @@ def resource_document(
         "required_by": list(resource.required_by),
         "links": links,
         "stack_name": stack.stack_name,
+        # converge's additions: the row id (a replacement has a new one) and drift.
+        "id": resource.id,
         "drift_status": resource.drift_status,
     }
     if parent_resource is not None:
@@ -150,9 +152,9 @@ def event_document(
         "physical_resource_id": event.physical_resource_id,
         "resource_status": event.resource_status,
         "resource_status_reason": event.resource_status_reason,
+        "resource_type": event.resource_type,
     }
     if detail:
-        document["resource_type"] = event.resource_type
         document["resource_properties"] = {}
     return document
 
