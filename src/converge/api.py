@@ -50,7 +50,7 @@ from converge.engine.worker import resource_state
 from converge.errors import Conflict, InvalidRequest, NotFound, TemplateError
 from converge.messages import CheckResource
 from converge.observe.baseline import Snapshot
-from converge.records import NewEvent, StackRecord, TemplateRecord
+from converge.records import NewEvent, ResourceRecord, StackRecord, TemplateRecord
 from converge.resources.builtin import world
 from converge.resources.registry import PluginRegistry
 from converge.views import DriftView, EventView, PlannedChange, ResourceView, StackView
@@ -395,18 +395,28 @@ class Converge:
     async def list_resources(self, name_or_id: str) -> list[ResourceView]:
         stack = await self._find(name_or_id, include_deleted=True)
         rows = await self._store.list_resources(stack.id)
-        names = {row.id: row.name for row in rows}
+        return self._resource_views(rows, rows)
+
+    def _resource_views(
+        self, rows: Sequence[ResourceRecord], every: Sequence[ResourceRecord]
+    ) -> list[ResourceView]:
+        """Views of ``rows``; ``every`` row of the stack says who requires whom."""
+        names = {row.id: row.name for row in every}
         required_by: dict[str, list[str]] = {}
-        for row in rows:
+        for row in every:
             for required in row.requires:
                 if required in names:
                     required_by.setdefault(names[required], []).append(row.name)
+        hidden_by_type: dict[str, frozenset[str]] = {}
         views = []
         for row in rows:
-            hidden: frozenset[str] = frozenset()
-            if row.type in self._ctx.registry:
-                plugin = self._ctx.registry.plugin(row.type)
-                hidden = frozenset(n for n, p in plugin.properties_schema.items() if p.hidden)
+            hidden = hidden_by_type.get(row.type)
+            if hidden is None:
+                hidden = frozenset()
+                if row.type in self._ctx.registry:
+                    schema = self._ctx.registry.plugin(row.type).properties_schema
+                    hidden = frozenset(n for n, p in schema.items() if p.hidden)
+                hidden_by_type[row.type] = hidden
             views.append(ResourceView.of(row, required_by.get(row.name, []), hidden))
         return views
 
@@ -518,14 +528,19 @@ class Converge:
 
     async def get_resource(self, name_or_id: str, resource_name: str) -> ResourceView:
         """The current row of one resource (the newest when a replacement is under way)."""
-        views = [
-            view
-            for view in await self.list_resources(name_or_id)
-            if view.resource_name == resource_name
-        ]
-        if not views:
-            raise NotFound(f"stack {name_or_id} has no resource {resource_name!r}")
-        return max(views, key=lambda view: view.id)
+        stack = await self._find(name_or_id, include_deleted=True)
+        every = await self._store.list_resources(stack.id)
+        row = self._newest_row(every, resource_name, stack.name)
+        return self._resource_views([row], every)[0]
+
+    @staticmethod
+    def _newest_row(
+        rows: Sequence[ResourceRecord], resource_name: str, stack_name: str
+    ) -> ResourceRecord:
+        named = [row for row in rows if row.name == resource_name]
+        if not named:
+            raise NotFound(f"stack {stack_name} has no resource {resource_name!r}")
+        return max(named, key=lambda row: row.id)
 
     async def resource_metadata(self, name_or_id: str, resource_name: str) -> Any:
         """The resource's ``metadata`` section, resolved as the template says."""
@@ -559,10 +574,9 @@ class Converge:
             raise Conflict(
                 f"stack {stack.name} is {stack.state}: mark {resource_name} once it settles"
             )
-        view = await self.get_resource(stack.id, resource_name)
-        row = await self._store.get_resource(view.id)
-        if row is None:
-            raise NotFound(f"stack {stack.name} has no resource {resource_name!r}")
+        row = self._newest_row(
+            await self._store.list_resources(stack.id), resource_name, stack.name
+        )
         if not unhealthy and row.action != Action.CHECK:
             return  # only a resource marked unhealthy (CHECK_FAILED) can be marked healthy
         status = Status.FAILED if unhealthy else Status.COMPLETE
@@ -742,13 +756,15 @@ class Converge:
 
     async def _view(self, stack: StackRecord) -> StackView:
         parameters: Mapping[str, Any] = {}
+        description = ""
         if stack.raw_template_id is not None and not stack.deleted:
             try:
                 definition = await self._ctx.definitions.get(stack.raw_template_id)
                 parameters = definition.visible_parameters()
+                description = definition.description
             except (NotFound, TemplateError):
                 parameters = {}
-        return StackView.of(stack, parameters)
+        return StackView.of(stack, parameters, description)
 
 
 def _load_template(template: TemplateInput) -> Template:

@@ -31,6 +31,7 @@ class StackView:
     outputs: list[dict[str, Any]]
     parameters: dict[str, Any]
     parent: str | None = None  # a nested stack: the id of the stack that owns it
+    description: str = ""  # the template's
 
     @property
     def action(self) -> str:
@@ -44,7 +45,9 @@ class StackView:
         return asdict(self)
 
     @staticmethod
-    def of(record: StackRecord, parameters: Mapping[str, Any] | None = None) -> StackView:
+    def of(
+        record: StackRecord, parameters: Mapping[str, Any] | None = None, description: str = ""
+    ) -> StackView:
         return StackView(
             id=record.id,
             stack_name=record.name,
@@ -59,6 +62,7 @@ class StackView:
             outputs=[dict(value) for value in record.outputs.values()],
             parameters=dict(parameters or {}),
             parent=record.owner_id,
+            description=description,
         )
 
 

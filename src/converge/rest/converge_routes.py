@@ -74,7 +74,12 @@ def kind_of(event: EventView) -> str:
 
 def sse_message(item: FeedEvent) -> str:
     event = EventView.of(item.event)
-    data = {**event.as_dict(), "stack_id": item.event.stack_id, "stack_name": item.stack_name}
+    data = {
+        **event.as_dict(),
+        "stack_id": item.event.stack_id,
+        "stack_name": item.stack_name,
+        "timestamp": item.event.created_at,  # event_time to the microsecond (Unix time)
+    }
     return f"id: {event.id}\nevent: {kind_of(event)}\ndata: {json.dumps(data)}\n\n"
 
 

@@ -44,10 +44,10 @@ def stack_document(
     request: Request,
     project_id: str,
     stack: StackView,
-    description: str = "",
     *,
     summary: bool = False,
 ) -> dict[str, Any]:
+    description = stack.description
     parameters = {
         "OS::stack_id": stack.id,
         "OS::stack_name": stack.stack_name,

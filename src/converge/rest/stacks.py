@@ -75,15 +75,6 @@ async def identified(
     return stack
 
 
-async def _description(cv: Converge, stack: StackView) -> str:
-    try:
-        stored = await cv.stored_inputs(stack.id)
-    except NotFound:
-        return ""
-    description = stored.template.get("description", "")
-    return description if isinstance(description, str) else ""
-
-
 # --- collection ------------------------------------------------------------------------------
 
 
@@ -337,9 +328,7 @@ async def show_stack(
     resolve_outputs: str | None = None,
 ) -> dict[str, Any]:
     stack = await identified(access.cv, stack_name, stack_id)
-    document = documents.stack_document(
-        request, access.project_id, stack, await _description(access.cv, stack)
-    )
+    document = documents.stack_document(request, access.project_id, stack)
     if not flag("resolve_outputs", resolve_outputs, default=True):
         document.pop("outputs")
     return {"stack": document}
