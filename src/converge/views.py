@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -13,7 +14,14 @@ from converge.records import EventRecord, ResourceRecord, StackRecord
 def iso_time(timestamp: float | None) -> str | None:
     if timestamp is None:
         return None
-    return dt.datetime.fromtimestamp(timestamp, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _iso_second(int(timestamp))
+
+
+@functools.lru_cache(maxsize=4096)
+def _iso_second(second: int) -> str:
+    # Cached: a listing of thousands of rows has a handful of distinct seconds, and
+    # strftime was the largest cost of building its views.
+    return dt.datetime.fromtimestamp(second, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)

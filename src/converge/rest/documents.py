@@ -82,6 +82,10 @@ def stack_document(
     return document
 
 
+def stack_url(request: Request, project_id: str, stack: StackView) -> str:
+    return base_url(request, project_id) + stack_path(stack.stack_name, stack.id)
+
+
 def resource_document(
     request: Request,
     project_id: str,
@@ -91,19 +95,16 @@ def resource_document(
     detail: bool = False,
     nested: StackView | None = None,
     parent_resource: str | None = None,
+    url: str | None = None,
 ) -> dict[str, Any]:
-    stack_url = base_url(request, project_id) + stack_path(stack.stack_name, stack.id)
+    """``url``: the stack's (``stack_url``), when the caller makes many documents."""
+    url = url or stack_url(request, project_id, stack)
     links = [
-        {"href": f"{stack_url}/resources/{quote(resource.resource_name, safe='')}", "rel": "self"},
-        {"href": stack_url, "rel": "stack"},
+        {"href": f"{url}/resources/{quote(resource.resource_name, safe='')}", "rel": "self"},
+        {"href": url, "rel": "stack"},
     ]
     if nested is not None:
-        links.append(
-            {
-                "href": base_url(request, project_id) + stack_path(nested.stack_name, nested.id),
-                "rel": "nested",
-            }
-        )
+        links.append({"href": stack_url(request, project_id, nested), "rel": "nested"})
     document: dict[str, Any] = {
         "resource_name": resource.resource_name,
         "logical_resource_id": resource.logical_resource_id,

@@ -63,6 +63,7 @@ async def list_resources(
     }
     items: list[dict[str, Any]] = []
     for current in stacks:
+        url = documents.stack_url(request, access.project_id, current)
         for resource in listed[current.id]:
             action_part, _, status_part = resource.resource_status.partition("_")
             if not (
@@ -86,6 +87,7 @@ async def list_resources(
                     detail=detail,
                     nested=by_id.get(resource.physical_resource_id),
                     parent_resource=made_by.get(current.id),
+                    url=url,
                 )
             )
     return {"resources": items}
