@@ -159,6 +159,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
     args = parser.parse_args()
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="converge-bench-rest-") as directory:
         server, url, token = start_server(Path(directory) / "state.db")
         try:
@@ -207,6 +208,8 @@ def main() -> None:
         f"{sorted(round_trips)[max(0, round(len(round_trips) * 0.95) - 1)]:.1f} | "
         f"{max(round_trips):.1f} | |",
         "",
+        f"- load average (1 min) when the run started: {load_before:.1f} on 2 CPUs (the "
+        "machine is shared: figures on an idle one are better)",
         *provenance(),
     ]
     print("\n".join(lines))
