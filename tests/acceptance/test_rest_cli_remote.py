@@ -56,6 +56,13 @@ def test_apply_read_and_destroy_through_the_api(tmp_path: Path) -> None:
         assert events[-1]["resource_status"] == "CREATE_COMPLETE"
         outputs = json.loads(run("outputs", "web", "-f", "json").output)
         assert outputs[0]["output_value"] == "hi"
+        checked = json.loads(run("check", "web", "-f", "json").output)
+        assert checked["stack_status"] == "CHECK_COMPLETE"
+        drift = json.loads(run("drift", "web", "-f", "json").output)
+        assert {d["resource_name"]: d["drift_status"] for d in drift} == {
+            "first": "IN_SYNC",
+            "second": "IN_SYNC",
+        }
         updated = json.loads(run("apply", str(template), "-P", "greeting=yo", "-f", "json").output)
         assert updated["stack_status"] == "UPDATE_COMPLETE"
         assert {r["resource_name"] for r in updated["resources"]} == {"first", "second"}

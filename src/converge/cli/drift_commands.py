@@ -24,6 +24,7 @@ from rich.table import Table
 from converge.cli import output
 from converge.cli.api_server import api_options, api_server
 from converge.cli.boundary import EXIT_FAILED, EXIT_OK, Session, run_command
+from converge.cli.remote import RemoteConverge, remote_settings
 from converge.cli.stack_commands import common_options, embedded_settings
 from converge.errors import InvalidRequest, NotFound
 from converge.resources.builtin.world import TestWorld, world_path_for
@@ -55,6 +56,9 @@ def _drift_table(rows: Sequence[Mapping[str, Any]]) -> Table:
 
 
 async def _open(state: str) -> contextlib.AbstractAsyncContextManager[Converge]:
+    remote = remote_settings()
+    if remote is not None:  # converge --url: through the server's API
+        return RemoteConverge.connect(remote)  # type: ignore[return-value]
     if not Path(state).exists():
         raise NotFound(
             f"no state file at {state}: no stacks yet (--state or CONVERGE_STATE chooses the file)"

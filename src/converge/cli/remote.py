@@ -19,7 +19,13 @@ from urllib.parse import quote
 import click
 import httpx
 
-from converge.cli.progress import STACK_TYPE, Display, Outcome, may_still_roll_back
+from converge.cli.progress import (
+    STACK_TYPE,
+    Display,
+    Outcome,
+    QuietDisplay,
+    may_still_roll_back,
+)
 from converge.errors import (
     Conflict,
     ConvergeError,
@@ -27,7 +33,7 @@ from converge.errors import (
     NotFound,
     TemplateError,
 )
-from converge.views import EventView, PlannedChange, ResourceView, StackView
+from converge.views import DriftView, EventView, PlannedChange, ResourceView, StackView
 
 # How long a failed create/update is watched for the start of its rollback.
 ROLLBACK_GRACE_SECONDS = 2.0
@@ -134,9 +140,9 @@ class RemoteConverge:
         stack = await self.get_stack(name_or_id)
         return [dict(output) for output in stack.outputs]
 
-    async def drift(self, name_or_id: str) -> list[Any]:
+    async def drift(self, name_or_id: str) -> list[DriftView]:
         document = await self._call("GET", f"/converge/stacks/{quote(name_or_id, safe='')}/drift")
-        return list(document["drift"])
+        return [DriftView(**item) for item in document["drift"]]
 
     # --- operations --------------------------------------------------------------------
 
@@ -152,7 +158,7 @@ class RemoteConverge:
         timeout_mins: float | None = None,
         drift_policy: str = "notify",
         tags: Sequence[str] = (),
-        wait: bool = False,
+        wait: bool = True,
     ) -> StackView:
         body = _inputs_body(template, environments, files, parameters)
         body.update(
@@ -164,7 +170,7 @@ class RemoteConverge:
         if timeout_mins is not None:
             body["timeout_mins"] = max(1, round(timeout_mins))
         created = await self._call("POST", "/stacks", json=body)
-        return await self.get_stack(created["stack"]["id"], include_deleted=True)
+        return await self._settle(created["stack"]["id"], None, wait)
 
     async def update_stack(
         self,
@@ -179,9 +185,10 @@ class RemoteConverge:
         timeout_mins: float | None = None,
         drift_policy: str | None = None,
         converge: bool = False,
-        wait: bool = False,
+        wait: bool = True,
     ) -> StackView:
         path = await self._stack_path(name_or_id)
+        after = await self._last_event_id(name_or_id)
         body = _inputs_body(template, environments or (), files, parameters)
         body["converge"] = converge
         if disable_rollback is not None:
@@ -191,17 +198,31 @@ class RemoteConverge:
         if drift_policy is not None:
             body["drift_policy"] = drift_policy
         await self._call("PATCH" if existing else "PUT", path, json=body)
-        return await self.get_stack(name_or_id)
+        return await self._settle(path.rsplit("/", 1)[1], after, wait)
 
-    async def delete_stack(self, name_or_id: str, *, wait: bool = False) -> StackView:
+    async def delete_stack(self, name_or_id: str, *, wait: bool = True) -> StackView:
         stack = await self.get_stack(name_or_id)
+        after = await self._last_event_id(stack.id)
         await self._call("DELETE", f"/stacks/{quote(stack.stack_name, safe='')}/{stack.id}")
-        return await self.get_stack(stack.id, include_deleted=True)
+        return await self._settle(stack.id, after, wait)
 
-    async def check_stack(self, name_or_id: str, *, wait: bool = False) -> StackView:
-        path = await self._stack_path(name_or_id)
+    async def check_stack(self, name_or_id: str, *, wait: bool = True) -> StackView:
+        stack = await self.get_stack(name_or_id)
+        after = await self._last_event_id(stack.id)
+        path = f"/stacks/{quote(stack.stack_name, safe='')}/{stack.id}"
         await self._call("POST", f"{path}/actions", json={"check": None})
-        return await self.get_stack(name_or_id)
+        return await self._settle(stack.id, after, wait)
+
+    async def _last_event_id(self, name_or_id: str) -> int | None:
+        events = await self.list_events(name_or_id)
+        return events[-1].id if events else None
+
+    async def _settle(self, stack_id: str, after: int | None, wait: bool) -> StackView:
+        """The stack now, or (``wait``) once the operation whose events follow ``after``
+        settles, as the change stream tells."""
+        if not wait:
+            return await self.get_stack(stack_id, include_deleted=True)
+        return (await follow_remote(self, stack_id, QuietDisplay(), after_id=after)).stack
 
     async def clear_hook(self, name_or_id: str, resource_name: str, hook: str) -> None:
         path = await self._stack_path(name_or_id)
