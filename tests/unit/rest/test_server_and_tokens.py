@@ -39,7 +39,7 @@ def test_addresses_parse_with_and_without_host() -> None:
 
 async def test_noauth_is_refused_off_loopback(tmp_path: Path) -> None:
     async with Converge.embedded(tmp_path / "state.db") as cv:
-        with pytest.raises(InvalidRequest, match="refused on 0.0.0.0"):
+        with pytest.raises(InvalidRequest, match=r"refused on 0\.0\.0\.0"):
             async with serving_api(cv, "0.0.0.0", 0, noauth=True):
                 pytest.fail("served without authentication on every address")
 
