@@ -311,3 +311,30 @@ def test_errors_are_heat_shaped(heat: Any, server: RestServer) -> None:
     body = response.json()
     assert body["code"] == 404 and body["title"] == "Not Found"
     assert body["error"]["type"] == "EntityNotFound" and "nope" in body["error"]["message"]
+
+
+def test_nested_depth_reaches_into_provider_templates(heat: Any) -> None:
+    box = (
+        "heat_template_version: 2016-10-14\n"
+        "parameters:\n  word: {type: string}\n"
+        "resources:\n  inner: {type: OS::Heat::Value, properties: {value: {get_param: word}}}\n"
+        "outputs:\n  said: {value: {get_attr: [inner, value]}}\n"
+    )
+    outer = {
+        "heat_template_version": "2016-10-14",
+        "resources": {"box": {"type": "box.yaml", "properties": {"word": "hi"}}},
+    }
+    stack = create(heat, files={"box.yaml": box}, template=outer)
+    assert stack.stack_status == "CREATE_COMPLETE"
+    identifier = f"web/{stack.id}"
+    assert [r.resource_name for r in heat.resources.list(identifier)] == ["box"]
+    deep = {r.resource_name: r for r in heat.resources.list(identifier, nested_depth=1)}
+    assert set(deep) == {"box", "inner"}
+    assert deep["inner"].parent_resource == "box"
+    assert any(link["rel"] == "nested" for link in deep["box"].links)
+    shallow_events = {e.resource_name for e in heat.events.list(identifier)}
+    deep_events = {e.resource_name for e in heat.events.list(identifier, nested_depth=1)}
+    assert "inner" not in shallow_events and "inner" in deep_events
+    assert [s.stack_name for s in heat.stacks.list()] == ["web"]
+    nested = [s for s in heat.stacks.list(show_nested=True) if s.stack_name != "web"]
+    assert len(nested) == 1 and nested[0].parent == stack.id
