@@ -32,6 +32,7 @@ from converge.core.schema import ResourceTypeSchema
 from converge.core.states import Action, Status
 from converge.core.template import (
     Environment,
+    ResourceDefinition,
     StackDefinition,
     StackIdentity,
     Template,
@@ -41,6 +42,7 @@ from converge.core.template import (
     merge_environments,
     template_from_data,
 )
+from converge.core.template.nested import child_environment
 from converge.engine.inputs import StoredData
 from converge.engine.operations import SETTLED_TOPIC, current_rows, stack_event
 from converge.engine.runtime import Engine
@@ -441,8 +443,14 @@ class Converge:
         environments: Sequence[TemplateInput] = (),
         files: Mapping[str, str] | None = None,
         parameters: Mapping[str, Any] | None = None,
+        show_nested: bool = False,
     ) -> list[PlannedChange]:
-        """What applying the template to stack ``name`` would do; changes nothing."""
+        """What applying the template to stack ``name`` would do; changes nothing.
+
+        ``show_nested`` adds what would change inside the existing nested stacks of
+        provider template resources (each such change names its ``stack_name``), where
+        the properties they would get are known before applying.
+        """
         loaded = _load_template(template)
         environment = _merge(environments)
         try:
@@ -515,7 +523,47 @@ class Converge:
         for name_, row in current.items():
             if name_ not in definition.resources:
                 changes.append(PlannedChange(name_, row.type, "DELETE", "not in the template", []))
+        if show_nested:
+            for name_, resource in definition.resources.items():
+                row = current.get(name_)
+                if resource.provider_template is None or row is None:
+                    continue
+                changes.extend(
+                    await self._nested_plan(resource, row, environment, dict(files or {}), data)
+                )
         return changes
+
+    async def _nested_plan(
+        self,
+        resource: ResourceDefinition,
+        row: ResourceRecord,
+        environment: Environment,
+        files: dict[str, str],
+        data: StoredData,
+    ) -> list[PlannedChange]:
+        """The plan of the nested stack ``row`` made, as its owner's new template would
+        converge it; nothing when it does not exist yet or its inputs are not known."""
+        provider = resource.provider_template
+        if provider is None or provider not in files or not row.physical_resource_id:
+            return []
+        try:
+            nested = await self._store.get_stack(row.physical_resource_id)
+            properties = resource.resolve_properties(data)
+        except (NotFound, TemplateError):
+            return []
+        child = child_environment(environment, resource.name, resource.type, provider)
+        changes = await self.plan(
+            nested.name,
+            Source(files[provider], provider),
+            environments=[child.to_data()],
+            files=files,
+            parameters=properties,
+            show_nested=True,
+        )
+        return [
+            change if change.stack_name else dataclasses.replace(change, stack_name=nested.name)
+            for change in changes
+        ]
 
     # --- stored inputs, single resources, catalog (the REST API's needs) -------------------
 

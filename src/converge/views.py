@@ -182,6 +182,7 @@ class PlannedChange:
     action: str  # CREATE | UPDATE | REPLACE | DELETE | NOTHING
     reason: str
     changed_properties: list[str]
+    stack_name: str | None = None  # a change inside a nested stack: that stack's name
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -338,3 +338,13 @@ def test_nested_depth_reaches_into_provider_templates(heat: Any) -> None:
     assert [s.stack_name for s in heat.stacks.list()] == ["web"]
     nested = [s for s in heat.stacks.list(show_nested=True) if s.stack_name != "web"]
     assert len(nested) == 1 and nested[0].parent == stack.id
+    # An update preview with show_nested also shows what changes inside the nested stack.
+    outer["resources"]["box"]["properties"]["word"] = "yo"
+    fields = {"template": outer, "files": {"box.yaml": box}}
+    flat = heat.stacks.preview_update(identifier, **fields)["resource_changes"]
+    assert [r["resource_name"] for r in flat["updated"]] == ["box"]
+    deep_changes = heat.stacks.preview_update(identifier, show_nested=True, **fields)
+    updated = {r["resource_name"]: r for r in deep_changes["resource_changes"]["updated"]}
+    assert set(updated) == {"box", "inner"}
+    assert updated["inner"]["stack_name"] == nested[0].stack_name
+    assert updated["box"]["stack_name"] == "web"

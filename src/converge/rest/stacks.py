@@ -408,8 +408,8 @@ async def preview_update(
     body: StackUpdate,
     show_nested: str | None = None,
 ) -> dict[str, Any]:
-    flag("show_nested", show_nested)
-    return await _preview_update(access.cv, stack_name, stack_id, body, patch=False)
+    nested = flag("show_nested", show_nested)
+    return await _preview_update(access.cv, stack_name, stack_id, body, patch=False, nested=nested)
 
 
 @router.patch("/stacks/{stack_name}/{stack_id}/preview", summary="Preview a PATCH update")
@@ -420,15 +420,21 @@ async def preview_patch(
     body: StackUpdate,
     show_nested: str | None = None,
 ) -> dict[str, Any]:
-    flag("show_nested", show_nested)
-    return await _preview_update(access.cv, stack_name, stack_id, body, patch=True)
+    nested = flag("show_nested", show_nested)
+    return await _preview_update(access.cv, stack_name, stack_id, body, patch=True, nested=nested)
 
 
 async def _preview_update(
-    cv: Converge, stack_name: str, stack_id: str, body: StackUpdate, *, patch: bool
+    cv: Converge,
+    stack_name: str,
+    stack_id: str,
+    body: StackUpdate,
+    *,
+    patch: bool,
+    nested: bool = False,
 ) -> dict[str, Any]:
-    """What the update would do, by Heat's groups; a nested stack's changes show as the
-    change of the resource that owns it."""
+    """What the update would do, by Heat's groups; with ``nested``, also the changes inside
+    nested stacks (each naming its stack)."""
     await identified(cv, stack_name, stack_id, include_deleted=False)
     stored = await cv.stored_inputs(stack_id)
     template: TemplateInput | None = template_of(body)
@@ -446,7 +452,12 @@ async def _preview_update(
     if template is None:
         raise InvalidRequest("No template specified")
     changes = await cv.plan(
-        stack_name, template, environments=environments, files=files, parameters=parameters
+        stack_name,
+        template,
+        environments=environments,
+        files=files,
+        parameters=parameters,
+        show_nested=nested,
     )
     groups: dict[str, list[dict[str, Any]]] = {group: [] for group in _PREVIEW_GROUPS.values()}
     for change in changes:
@@ -458,7 +469,7 @@ def _change_document(stack_name: str, change: PlannedChange) -> dict[str, Any]:
     return {
         "resource_name": change.resource_name,
         "resource_type": change.resource_type,
-        "stack_name": stack_name,
+        "stack_name": change.stack_name or stack_name,
         "resource_action": change.action,
         "reason": change.reason,
         "changed_properties": list(change.changed_properties),
