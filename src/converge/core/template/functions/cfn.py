@@ -321,7 +321,23 @@ class CfnIf(If):
             raise self.where.error(
                 "Fn::If expects a list [<condition name>, <value_if_true>, <value_if_false>]"
             )
+        # The arguments were parsed with the resource functions, where Ref may name a
+        # resource; in a condition it names a parameter only (Heat's ParamRef).
+        self.args = [_parameter_refs(self.args[0]), *self.args[1:]]
         super().validate_args()
+
+
+def _parameter_refs(node: Any) -> Any:
+    """``node`` with every ``Ref`` made a ``ParamRef``."""
+    if isinstance(node, Ref):
+        return ParamRef(node.fn_name, _parameter_refs(node.args), node.where)
+    if isinstance(node, Function):
+        return node.with_args(_parameter_refs(node.args))
+    if isinstance(node, dict):
+        return {key: _parameter_refs(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_parameter_refs(value) for value in node]
+    return node
 
 
 class CfnEquals(Equals):
