@@ -237,6 +237,7 @@ def test_resource_facade_names_heat_kinds_and_reads_the_facade() -> None:
     assert "expects one of Metadata, DeletionPolicy, UpdatePolicy" in error_of(
         {"Fn::ResourceFacade": "metadata"}
     )
+    assert "expects one of Metadata" in error_of({"Fn::ResourceFacade": ["Metadata"]})
     assert "only available in a template used as a provider" in error_of(
         {"Fn::ResourceFacade": "Metadata"}
     )

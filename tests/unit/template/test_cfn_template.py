@@ -366,6 +366,7 @@ def test_parameter_values_are_checked_with_the_constraint_description(
     [
         ("{Type: Strin}", "Parameters.P.Type: unknown parameter Type 'Strin' (did you mean"),
         ("{Default: 1}", "Parameters.P: missing Type (String, Number,"),
+        ("{Type: [String]}", "Parameters.P.Type: unknown parameter Type ['String']"),
         ("{Type: String, type: x}", "Parameters.P.type: unknown key 'type' (did you mean 'Type'?)"),
         (
             "{Type: String, MinValue: 1}",

@@ -99,7 +99,7 @@ def cfn_parameter_schemas(template: Template) -> tuple[dict[str, Any], list[Temp
         if raw_type is None:
             errors.append(where.error(f"missing Type ({', '.join(_TYPES)})"))
             continue
-        if raw_type not in _TYPES:
+        if not isinstance(raw_type, str) or raw_type not in _TYPES:
             errors.append(
                 where.child("Type").error(
                     f"unknown parameter Type {raw_type!r}{did_you_mean(raw_type, _TYPES)}; "

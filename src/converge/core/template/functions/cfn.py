@@ -298,7 +298,7 @@ class CfnResourceFacade(ResourceFacade):
     }
 
     def validate_args(self) -> None:
-        if self.args not in self._kinds:
+        if not isinstance(self.args, str) or self.args not in self._kinds:
             raise self.where.error(
                 f"Fn::ResourceFacade expects one of {', '.join(self._kinds)}, not {self.args!r}"
             )
