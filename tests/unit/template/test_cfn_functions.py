@@ -224,6 +224,9 @@ def test_select_picks_from_a_list_or_a_map() -> None:
     assert evaluate({"Fn::Select": ["1", ["a", "b"]]}) == "b"
     assert evaluate({"Fn::Select": ["k", {"k": "v"}]}) == "v"
     assert evaluate({"Fn::Select": [5, ["a"]]}) == ""
+    # Heat's Select: an empty string (a value not available yet) selects ""
+    assert evaluate({"Fn::Select": [0, ""]}) == ""
+    assert evaluate({"Fn::Select": [0, {"Ref": "p"}]}, parameters={"p": ""}) == ""
 
 
 def test_resource_facade_names_heat_kinds_and_reads_the_facade() -> None:
