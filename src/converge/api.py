@@ -40,6 +40,7 @@ from converge.core.template import (
     load_environment,
     load_template,
     merge_environments,
+    pseudo_parameters,
     template_from_data,
 )
 from converge.core.template.nested import child_environment
@@ -888,12 +889,12 @@ class Converge:
         if stack.raw_template_id is not None and not stack.deleted:
             try:
                 definition = await self._ctx.definitions.get(stack.raw_template_id)
-                # As Heat shows them: text, with the pseudo parameters of the stack.
+                # As Heat shows them: text, with the pseudo parameters of the stack
+                # (OS::* for HOT, AWS::* for a CFN template).
+                identity = StackIdentity(stack.name, stack.id, stack.project_id)
                 parameters = {
                     **definition.parameter_texts(),
-                    "OS::stack_id": stack.id,
-                    "OS::project_id": stack.project_id,
-                    "OS::stack_name": stack.name,
+                    **pseudo_parameters(definition.version, identity),
                 }
                 description = definition.description
             except (NotFound, TemplateError):
