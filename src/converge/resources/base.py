@@ -10,14 +10,18 @@ retrying will not fix. Anything else raised is reported as a plugin bug.
 
 from __future__ import annotations
 
-import logging
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from converge.core.schema import AttributeSchema, PropertySchema, ResourceTypeSchema
+
+if TYPE_CHECKING:
+    # Only named in annotations: loading the plugin interface (every plugin module does, and
+    # ``converge validate`` loads them all for their schemas) should not load logging.
+    import logging
 
 
 class Clock(Protocol):

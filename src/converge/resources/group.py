@@ -11,7 +11,6 @@ steps. The names taken out are remembered in the resource's data across updates
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
@@ -211,6 +210,8 @@ class ResourceGroup(GroupBase):
         pause: float,
     ) -> Outcome:
         """Reach the target through ``steps``, pausing between them (Heat's batches)."""
+        import asyncio  # here, not at the top: validate imports this module for its schema
+
         target = _count(properties)
         current = list(members)
         outputs: Mapping[str, Any] = {}

@@ -23,7 +23,7 @@ from converge.core.schema import AttributeSchema, Constraint, PropertySchema, Pr
 from converge.errors import PermanentFailure, ReplacementRequired
 from converge.resources.base import AppliedState, Outcome, ResourceContext
 from converge.resources.builtin.random_string import CHARACTER_CLASSES
-from converge.resources.builtin.world import WorldBacked
+from converge.resources.builtin.world_backed import WorldBacked
 
 DEFAULT_ACTION_DELAY = 1.0
 _FAIL_WORDS = ("yes", "y")

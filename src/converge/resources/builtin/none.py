@@ -15,7 +15,7 @@ from typing import Any
 
 from converge.core.schema import ResourceTypeSchema
 from converge.resources.base import AppliedState, Outcome, ResourceContext
-from converge.resources.builtin.world import WorldBacked
+from converge.resources.builtin.world_backed import WorldBacked
 
 
 class NoneResource(WorldBacked):

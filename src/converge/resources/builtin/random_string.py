@@ -21,7 +21,7 @@ from typing import Any
 from converge.core.schema import AttributeSchema, Constraint, PropertySchema, PropertyType
 from converge.errors import PermanentFailure
 from converge.resources.base import AppliedState, Outcome, ResourceContext, ValidationContext
-from converge.resources.builtin.world import WorldBacked
+from converge.resources.builtin.world_backed import WorldBacked
 
 CHARACTER_CLASSES: Mapping[str, str] = {
     "lettersdigits": string.ascii_letters + string.digits,

@@ -25,7 +25,7 @@ from typing import Any
 from converge.core.schema import AttributeSchema, PropertySchema, PropertyType
 from converge.errors import PermanentFailure, ReplacementRequired
 from converge.resources.base import AppliedState, Outcome, ResourceContext
-from converge.resources.builtin.world import WorldBacked
+from converge.resources.builtin.world_backed import WorldBacked
 
 _ACTIONS = ("create", "update", "delete")
 # With no deadline an infinite wait sleeps in chunks of this many seconds, forever.

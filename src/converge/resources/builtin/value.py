@@ -16,7 +16,7 @@ from typing import Any
 from converge.core.schema import AttributeSchema, Constraint, PropertySchema, PropertyType
 from converge.errors import PermanentFailure
 from converge.resources.base import AppliedState, Outcome, ResourceContext
-from converge.resources.builtin.world import WorldBacked
+from converge.resources.builtin.world_backed import WorldBacked
 
 VALUE_TYPES = ("string", "number", "comma_delimited_list", "json", "boolean")
 

@@ -9,7 +9,8 @@ to the state file (``<state>.world.db``) and is named to plugins by the setting
 ``converge serve`` runs), and SQLite's locking keeps each change atomic. One row per entity
 keeps a change O(1): a stack of 10,000 test resources costs no more per resource than one
 of 10. Without the setting the test types keep no reality: ``observe`` reports what was
-applied, as a type with nothing to read would.
+applied, as a type with nothing to read would. The plugins' base class, ``WorldBacked``, is in
+``world_backed.py``.
 """
 
 from __future__ import annotations
@@ -24,9 +25,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from converge.resources.base import AppliedState, ObserverContext, ResourceContext, ResourcePlugin
 from converge.sqlite_inline import Busy, InlineSqlite
 
 P = ParamSpec("P")
@@ -202,57 +202,3 @@ def world_from(settings: Mapping[str, Any]) -> TestWorld | None:
 def _world_at(path: str) -> TestWorld:
     # Shared per path, so that each thread's connection is opened once, not per call.
     return TestWorld(path)
-
-
-class WorldBacked(ResourcePlugin):
-    """A built-in test type whose reality is its entry in the test world.
-
-    ``ignored_properties`` are knobs that steer the simulation (waits, failure switches):
-    not part of the thing made, so not part of its essence.
-    """
-
-    ignored_properties: ClassVar[frozenset[str]] = frozenset()
-
-    async def _record(
-        self, ctx: ResourceContext, physical_id: str | None, properties: Mapping[str, Any]
-    ) -> None:
-        world = world_from(ctx.settings)
-        if world is not None and physical_id is not None:
-            await world.call(put_entity, self.type_name, physical_id, properties)
-
-    async def _forget(self, ctx: ResourceContext, physical_id: str | None) -> None:
-        world = world_from(ctx.settings)
-        if world is not None and physical_id is not None:
-            await world.call(remove_entity, self.type_name, physical_id)
-
-    async def _find(self, ctx: ResourceContext, physical_id: str) -> dict[str, Any] | None:
-        """What a previous, interrupted create left under this id (to adopt it)."""
-        world = world_from(ctx.settings)
-        if world is None:
-            return None
-        return await world.call(get_entity, self.type_name, physical_id)
-
-    async def observe(
-        self, ctx: ResourceContext, current: AppliedState
-    ) -> Mapping[str, Any] | None:
-        world = world_from(ctx.settings)
-        if world is None:
-            return dict(current.properties)
-        entity = await world.call(get_entity, self.type_name, current.physical_id or "")
-        return None if entity is None else dict(entity.get("properties") or {})
-
-    async def list_all(self, ctx: ObserverContext) -> Mapping[str, Mapping[str, Any]]:
-        world = world_from(ctx.settings)
-        if world is None:
-            return {}
-        entities = await asyncio.to_thread(world.all_of, self.type_name)
-        return {pid: dict(entity.get("properties") or {}) for pid, entity in entities.items()}
-
-    def essence(self, live: Mapping[str, Any]) -> Mapping[str, Any]:
-        """The properties of the thing, without the simulation's knobs (pure)."""
-        known = None if self.open_properties else self.properties_schema
-        return {
-            name: value
-            for name, value in live.items()
-            if name not in self.ignored_properties and (known is None or name in known)
-        }

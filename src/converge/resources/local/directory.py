@@ -10,7 +10,6 @@ goes through directory descriptors opened from the root down (``confined``).
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import os
 import stat
@@ -27,6 +26,7 @@ from converge.resources.base import (
     ResourcePlugin,
     ValidationContext,
 )
+from converge.resources.blocking import in_thread
 from converge.resources.local.confined import (
     Location,
     is_symlink,
@@ -52,7 +52,6 @@ from converge.resources.local.paths import (
     shown_mode,
     write_markers,
 )
-from converge.resources.local.watch import PathWatcher
 
 
 class LocalDirectory(ResourcePlugin):
@@ -105,9 +104,7 @@ class LocalDirectory(ResourcePlugin):
     ) -> Outcome:
         location, mode = checked(ctx, properties)
         adopt = bool(properties.get("adopt"))
-        adopted = await asyncio.to_thread(
-            _make, location, mode, ctx, creating=creating, adopt=adopt
-        )
+        adopted = await in_thread(_make, location, mode, ctx, creating=creating, adopt=adopt)
         return Outcome(str(location.path), {"path": str(location.path), "adopted": adopted})
 
     async def delete(self, ctx: ResourceContext, current: AppliedState) -> None:
@@ -115,7 +112,7 @@ class LocalDirectory(ResourcePlugin):
         if location is None:
             return
         purge_content = bool(current.properties.get("purge_on_delete"))
-        await asyncio.to_thread(_remove, location, purge_content, ctx, current)
+        await in_thread(_remove, location, purge_content, ctx, current)
 
     async def observe(
         self, ctx: ResourceContext, current: AppliedState
@@ -123,7 +120,7 @@ class LocalDirectory(ResourcePlugin):
         location = located(ctx, current)
         if location is None:
             return None
-        info = await asyncio.to_thread(_observe, location)
+        info = await in_thread(_observe, location)
         if info is None:
             return None
         return {
@@ -140,6 +137,8 @@ class LocalDirectory(ResourcePlugin):
         return {"path": current.physical_id} if "path" in names else {}
 
     def watch(self, ctx: Any, managed: Mapping[str, AppliedState]) -> Any:
+        from converge.resources.local.watch import PathWatcher  # inotify: only when watching
+
         return PathWatcher(managed).changes()
 
 

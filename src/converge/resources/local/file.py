@@ -11,7 +11,6 @@ marked as adopted, and delete leaves it in place. Missing parent directories are
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import os
 import stat
@@ -28,6 +27,7 @@ from converge.resources.base import (
     ResourcePlugin,
     ValidationContext,
 )
+from converge.resources.blocking import in_thread
 from converge.resources.local.confined import (
     Location,
     create_exclusive,
@@ -51,7 +51,6 @@ from converge.resources.local.paths import (
     shown_mode,
     write_markers,
 )
-from converge.resources.local.watch import PathWatcher
 
 
 class LocalFile(ResourcePlugin):
@@ -107,15 +106,13 @@ class LocalFile(ResourcePlugin):
         location, mode = checked(ctx, properties)
         data = _encode(properties)
         adopt = bool(properties.get("adopt"))
-        adopted = await asyncio.to_thread(
-            _write, location, data, mode, ctx, creating=creating, adopt=adopt
-        )
+        adopted = await in_thread(_write, location, data, mode, ctx, creating=creating, adopt=adopt)
         return Outcome(str(location.path), {**_facts(location.path, data), "adopted": adopted})
 
     async def delete(self, ctx: ResourceContext, current: AppliedState) -> None:
         location = located(ctx, current)
         if location is not None:
-            await asyncio.to_thread(_remove, location, ctx, current)
+            await in_thread(_remove, location, ctx, current)
 
     async def observe(
         self, ctx: ResourceContext, current: AppliedState
@@ -123,7 +120,7 @@ class LocalFile(ResourcePlugin):
         location = located(ctx, current)
         if location is None:
             return None
-        return await asyncio.to_thread(_observe, location, current.properties)
+        return await in_thread(_observe, location, current.properties)
 
     def essence(self, live: Mapping[str, Any]) -> Mapping[str, Any]:
         content = str(live.get("content") or "").encode()
@@ -144,6 +141,8 @@ class LocalFile(ResourcePlugin):
         return {name: values[name] for name in names if name in values}
 
     def watch(self, ctx: Any, managed: Mapping[str, AppliedState]) -> Any:
+        from converge.resources.local.watch import PathWatcher  # inotify: only when watching
+
         return PathWatcher(managed).changes()
 
 

@@ -10,17 +10,17 @@ after ``stop_grace_secs``.
 
 The service's environment is a small base taken from the engine (PATH, HOME, locale, …)
 plus the ``environment`` property; nothing else of the engine's environment leaks into it.
+
+Starting and stopping (asyncio, signals) are in ``process_control.py``, imported by the
+actions that need them: ``converge validate`` imports this module for its schema alone.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import os
 import shutil
-import signal
-import sys
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -35,14 +35,9 @@ from converge.resources.base import (
     ValidationContext,
 )
 from converge.resources.local import procfs
-from converge.resources.local.confined import locate_recorded, open_append, open_directory
 from converge.resources.local.paths import ConfinementError, confine
-from converge.resources.local.watch import ProcessWatcher
 
-LAUNCHER = Path(__file__).with_name("launcher.py")
 BASE_VARIABLES = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
-LAUNCH_TIMEOUT = 10.0
-_POLL = 0.02
 
 
 class LocalProcess(ResourcePlugin):
@@ -128,15 +123,17 @@ class LocalProcess(ResourcePlugin):
         return problems
 
     async def create(self, ctx: ResourceContext, properties: Mapping[str, Any]) -> Outcome:
+        from converge.resources.local import process_control as control
+
         spec = launch_spec(ctx, properties)
         digest = spec["env"][procfs.SPEC_VARIABLE]
-        for found, found_digest in await asyncio.to_thread(procfs.find_marked, ctx.physical_name):
+        for found, found_digest in await control.find_marked(ctx.physical_name):
             if found_digest == digest:
                 ctx.logger.info("adopting process %s started by an interrupted create", found.pid)
                 return Outcome(found.physical_id, found.as_data())
-            await stop(found, float(properties.get("stop_grace_secs") or 0))
-        identity = await _launch(ctx, spec)
-        identity = await _check_startup(ctx, identity, spec["log"], properties)
+            await control.stop(found, float(properties.get("stop_grace_secs") or 0))
+        identity = await control.launch(ctx, spec)
+        identity = await control.check_startup(ctx, identity, spec["log"], properties)
         return Outcome(identity.physical_id, identity.as_data())
 
     async def update(
@@ -146,13 +143,15 @@ class LocalProcess(ResourcePlugin):
         return Outcome(current.physical_id, current.data)
 
     async def delete(self, ctx: ResourceContext, current: AppliedState) -> None:
+        from converge.resources.local import process_control as control
+
         grace = float(current.properties.get("stop_grace_secs") or 0)
         identity = procfs.identity_of(current.data)
         if identity is not None:
-            await stop(identity, grace)
+            await control.stop(identity, grace)
         # An interrupted create may have started one without recording it.
-        for found, _ in await asyncio.to_thread(procfs.find_marked, ctx.physical_name):
-            await stop(found, grace)
+        for found, _ in await control.find_marked(ctx.physical_name):
+            await control.stop(found, grace)
 
     async def observe(
         self, ctx: ResourceContext, current: AppliedState
@@ -169,6 +168,8 @@ class LocalProcess(ResourcePlugin):
         return {name: values[name] for name in names if name in values}
 
     def watch(self, ctx: Any, managed: Mapping[str, AppliedState]) -> Any:
+        from converge.resources.local.watch import ProcessWatcher
+
         return ProcessWatcher(managed).changes()
 
 
@@ -227,163 +228,3 @@ def launch_spec(ctx: ResourceContext, properties: Mapping[str, Any]) -> dict[str
     asked = json.dumps([argv, env, str(cwd), log], sort_keys=True).encode()
     env[procfs.SPEC_VARIABLE] = hashlib.sha256(asked).hexdigest()[:16]
     return {"executable": executable, "argv": argv, "env": env, "cwd": str(cwd), "log": log}
-
-
-async def _launch(ctx: ResourceContext, spec: Mapping[str, Any]) -> procfs.ProcessIdentity:
-    descriptors = await asyncio.to_thread(_open_places, ctx, spec)
-    try:
-        return await _run_launcher(ctx, {**spec, **descriptors})
-    finally:
-        for fd in descriptors.values():
-            os.close(fd)
-
-
-def _open_places(ctx: ResourceContext, spec: Mapping[str, Any]) -> dict[str, int]:
-    """The working directory and the log, opened from the root down without following a
-    symlink (``confined``): the launcher uses these descriptors, never the paths, so a
-    parent swapped for a symlink after the check cannot lead the service or its log out."""
-    descriptors: dict[str, int] = {}
-    try:
-        descriptors["cwd_fd"] = open_directory(locate_recorded(spec["cwd"], ctx.allowed_roots))
-        if spec["log"] == os.devnull:
-            descriptors["log_fd"] = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
-        else:
-            descriptors["log_fd"] = open_append(locate_recorded(spec["log"], ctx.allowed_roots))
-    except (ConfinementError, OSError) as exc:
-        for fd in descriptors.values():
-            os.close(fd)
-        raise PermanentFailure(
-            f"{ctx.resource_name}: cannot open the working directory or the log: {exc}"
-        ) from None
-    return descriptors
-
-
-async def _run_launcher(ctx: ResourceContext, spec: Mapping[str, Any]) -> procfs.ProcessIdentity:
-    launcher = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-I",
-        "-S",
-        str(LAUNCHER),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        pass_fds=(spec["cwd_fd"], spec["log_fd"]),
-    )
-    try:
-        async with asyncio.timeout(LAUNCH_TIMEOUT):
-            out, err = await launcher.communicate(json.dumps(spec).encode())
-    except TimeoutError:
-        launcher.kill()
-        await launcher.wait()
-        raise PermanentFailure(f"{ctx.resource_name}: the launcher did not answer") from None
-    try:
-        answer = json.loads(out)
-    except ValueError:
-        raise PermanentFailure(
-            f"{ctx.resource_name}: the launcher failed: {err.decode(errors='replace')[-500:]}"
-        ) from None
-    if "error" in answer:
-        raise PermanentFailure(
-            f"{ctx.resource_name}: cannot start {spec['argv'][0]}: {answer['error']}"
-        )
-    identity = procfs.read(int(answer["pid"]))
-    if identity is None:
-        raise PermanentFailure(
-            f"{ctx.resource_name}: {spec['argv'][0]} exited at once{_log_tail(spec['log'])}"
-        )
-    return identity
-
-
-async def _check_startup(
-    ctx: ResourceContext,
-    identity: procfs.ProcessIdentity,
-    log: str,
-    properties: Mapping[str, Any],
-) -> procfs.ProcessIdentity:
-    """Fail create when the process dies right away; else its identity as it settled
-    (the command line as it reads after any re-exec of a wrapper)."""
-    wait = float(properties.get("startup_check_secs") or 0)
-    if wait > 0:
-        await asyncio.sleep(wait)  # real time: the process lives in the real world
-    settled = procfs.read(identity.pid)
-    if settled is None or settled != identity:
-        raise PermanentFailure(
-            f"{ctx.resource_name}: {identity.cmdline[0]} exited during startup{_log_tail(log)}"
-        )
-    return settled
-
-
-def _log_tail(log: str) -> str:
-    if log == os.devnull:
-        return " (no log_file to show its output)"
-    try:
-        text = Path(log).read_text(errors="replace")[-400:].strip()
-    except OSError:
-        return ""
-    return f"; the end of {log}: {text}" if text else f" ({log} is empty)"
-
-
-async def stop(identity: procfs.ProcessIdentity, grace: float) -> None:
-    """SIGTERM the process's group, SIGKILL it after ``grace`` seconds; gone is success."""
-    fd = _open_pidfd(identity.pid)
-    try:
-        if not procfs.is_running(identity):
-            return  # gone, or the pid now belongs to someone else
-        _signal(identity.pid, signal.SIGTERM)
-        if await _exited(identity, fd, grace):
-            return
-        _signal(identity.pid, signal.SIGKILL)
-        await _exited(identity, fd, 5.0)
-    finally:
-        if fd is not None:
-            os.close(fd)
-
-
-def _open_pidfd(pid: int) -> int | None:
-    if not hasattr(os, "pidfd_open"):
-        return None
-    try:
-        return os.pidfd_open(pid)
-    except OSError:
-        return None
-
-
-def _signal(pid: int, signum: signal.Signals) -> None:
-    """The whole group when the process leads one (as ours do), else the process alone."""
-    try:
-        if os.getpgid(pid) == pid:
-            os.killpg(pid, signum)
-        else:
-            os.kill(pid, signum)
-    except ProcessLookupError:
-        pass
-
-
-async def _exited(identity: procfs.ProcessIdentity, fd: int | None, timeout: float) -> bool:
-    if fd is not None:
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[None] = loop.create_future()
-        loop.add_reader(fd, _resolve, done)
-        try:
-            async with asyncio.timeout(timeout):
-                await done
-        except TimeoutError:
-            pass
-        finally:
-            loop.remove_reader(fd)
-        return not procfs.is_running(identity)
-    deadline = loop_time() + timeout
-    while procfs.is_running(identity):
-        if loop_time() >= deadline:
-            return False
-        await asyncio.sleep(_POLL)
-    return True
-
-
-def _resolve(done: asyncio.Future[None]) -> None:
-    if not done.done():
-        done.set_result(None)
-
-
-def loop_time() -> float:
-    return asyncio.get_running_loop().time()
