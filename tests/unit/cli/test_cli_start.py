@@ -1,4 +1,5 @@
-"""``converge validate`` starts without the engine, the store and the terminal display."""
+"""``converge validate`` starts without the engine, the store and the terminal display,
+and reads the plugins' schemas without loading what their actions need."""
 
 from __future__ import annotations
 
@@ -11,6 +12,23 @@ EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 # What only the other commands need; validate imported all of it through the group.
 HEAVY = ("rich", "sqlalchemy", "alembic", "converge.api", "converge.cli.stack_commands")
+
+# What only a resource's actions need (event loop, test world's SQLite store, inotify,
+# PostgreSQL driver, process control); validate imported them with the plugins' schemas.
+ACTIONS_ONLY = (
+    "asyncio",
+    "sqlite3",
+    "asyncinotify",
+    "psycopg",
+    "logging",
+    "converge.sqlite_inline",
+    "converge.resources.builtin.world",
+    "converge.resources.local.process_control",
+    "converge.resources.local.watch",
+)
+
+# Between them every plugin family: built-in test types, Local::*, groups, PostgreSQL, CFN.
+EVERY_FAMILY = ("hello.yaml", "quickstart.yaml", "group.yaml", "postgres-app.yaml", "cfn.yaml")
 
 PROGRAM = """
 import json, sys
@@ -35,6 +53,16 @@ def test_validate_imports_nothing_heavy() -> None:
     report = _run("validate", str(EXAMPLES / "hello.yaml"))
     assert report["code"] in (0, None)
     loaded = [name for name in HEAVY if name in report["modules"]]  # type: ignore[operator]
+    assert loaded == []
+
+
+def test_validate_reads_plugin_schemas_without_what_their_actions_need() -> None:
+    report = _run("validate", *(str(EXAMPLES / name) for name in EVERY_FAMILY))
+    assert report["code"] in (0, None)
+    modules = report["modules"]
+    assert "converge.resources.local.process" in modules  # type: ignore[operator]
+    assert "converge.resources.postgres.database" in modules  # type: ignore[operator]
+    loaded = [name for name in ACTIONS_ONLY if name in modules]  # type: ignore[operator]
     assert loaded == []
 
 
