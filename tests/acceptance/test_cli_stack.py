@@ -275,6 +275,41 @@ def test_destroy_asks_first_then_deletes_with_progress(run: Run, tmp_path: Path)
     assert as_json(run("list", "-f", "json")) == []
 
 
+def test_a_stack_applied_with_environment_parameters_can_be_destroyed(
+    run: Run, tmp_path: Path
+) -> None:
+    # The delete converges to an empty template: the environment's parameter values for
+    # the old template must not be checked against it (they were: "was not defined").
+    write(tmp_path / "demo.yaml", TEMPLATE)
+    write(tmp_path / "env.yaml", "parameters: {greeting: Carol}\nparameter_defaults: {x: 1}\n")
+    applied = run("apply", "demo.yaml", "-e", "env.yaml", "-f", "json")
+    assert applied.exit_code == 0, applied.stderr
+    assert outputs(as_json(applied))["said"] == "Carol"
+
+    destroyed = run("destroy", "demo", "-y")
+    assert destroyed.exit_code == 0, destroyed.stderr
+    assert "Stack demo DELETE_COMPLETE" in destroyed.stdout
+
+
+def test_merged_environments_with_merge_strategies_can_be_destroyed(
+    run: Run, tmp_path: Path
+) -> None:
+    # Two files, one with parameter_merge_strategies: the environment is stored per file.
+    write(tmp_path / "demo.yaml", TEMPLATE)
+    write(
+        tmp_path / "one.yaml",
+        "parameters: {greeting: Carol}\nparameter_merge_strategies: {greeting: overwrite}\n",
+    )
+    write(tmp_path / "two.yaml", "parameters: {greeting: Dave}\n")
+    applied = run("apply", "demo.yaml", "-e", "one.yaml", "-e", "two.yaml", "-f", "json")
+    assert applied.exit_code == 0, applied.stderr
+    assert outputs(as_json(applied))["said"] == "Dave"
+
+    destroyed = run("destroy", "demo", "-y")
+    assert destroyed.exit_code == 0, destroyed.stderr
+    assert as_json(run("list", "-f", "json")) == []
+
+
 def test_usage_errors_and_missing_things(run: Run, tmp_path: Path) -> None:
     write(tmp_path / "demo.yaml", TEMPLATE)
     malformed = run("apply", "demo.yaml", "-P", "greeting")

@@ -17,6 +17,7 @@ from typing import Any
 
 from converge.core.states import Action, Status
 from converge.core.template import StackDefinition
+from converge.core.template.environment import without_parameter_values
 from converge.core.traversal import (
     STACK_NODE,
     ExistingResource,
@@ -186,7 +187,8 @@ class StackOperations:
             return
         environment: Mapping[str, Any] = {}
         if stack.raw_template_id is not None:
-            environment = (await self.ctx.store.get_template(stack.raw_template_id)).environment
+            stored = (await self.ctx.store.get_template(stack.raw_template_id)).environment
+            environment = without_parameter_values(stored)
         template_id = await self.ctx.store.add_template(
             stack.id, EMPTY_TEMPLATE, environment, {}, {}
         )
