@@ -134,6 +134,18 @@ def test_quickstart_serves_its_directory_and_destroy_removes_everything(
     assert not (tmp_path / "quickstart").exists()
 
 
+def test_quickstart_on_a_taken_port_fails_with_the_servers_error(run: Run) -> None:
+    # Someone else serves on the port: the web server dies at once, and apply says so.
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run("apply", str(EXAMPLES / "quickstart.yaml"), "-P", f"port={port}")
+    assert result.exit_code != 0
+    assert "CREATE_COMPLETE" not in result.stdout.splitlines()[-1]
+    assert "web: " in result.stderr and "Address already in use" in result.stderr
+
+
 def test_provider_example_makes_nested_stacks(run: Run) -> None:
     provider = EXAMPLES / "provider"
     result = run(
