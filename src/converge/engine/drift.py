@@ -67,6 +67,10 @@ class DriftHandler:
         # Resources whose reality changed while their stack was busy: looked at again.
         self._later: set[tuple[str, int]] = set()
         self._healing: dict[str, asyncio.Lock] = {}
+        # Stacks the consumer found drifted, healed together by ``heal_when_asked``.
+        self._heal_wanted: set[str] = set()
+        self._heal_asked = asyncio.Event()
+        self._gathering = False
 
     # --- the consumer callbacks (converge.observe.consume) ------------------------------
 
@@ -112,8 +116,38 @@ class DriftHandler:
         observed_at: float,
     ) -> None:
         """A resource's reality as seen at ``observed_at`` (essence None: gone)."""
-        if await self._judge(stack_id, resource_id, physical_id, essence, observed_at):
+        if not await self._judge(stack_id, resource_id, physical_id, essence, observed_at):
+            return
+        if self._gathering:
+            self._heal_wanted.add(stack_id)
+            self._heal_asked.set()
+        else:
             await self.heal(stack_id)
+
+    async def heal_when_asked(self) -> None:
+        """Heal the stacks found drifted, a moment after the first ask (runs until cancelled).
+
+        Drift seldom comes alone: a killed server and its defaced page are two notifications
+        milliseconds apart. Healing at the first would make the stack busy and leave the
+        second for after that heal; gathering for ``heal_gather_window`` heals both at once.
+        """
+        self._gathering = True
+        try:
+            while True:
+                await self._heal_asked.wait()
+                await asyncio.sleep(self.ctx.settings.heal_gather_window)
+                self._heal_asked.clear()
+                wanted, self._heal_wanted = self._heal_wanted, set()
+                for stack_id in sorted(wanted):
+                    # A failure is logged; the periodic pass finds the recorded drift again.
+                    try:
+                        await self.heal(stack_id)
+                    except ConvergeError as exc:
+                        log.warning("heal not started", extra={"error": str(exc)})
+                    except Exception:
+                        log.exception("heal crashed", extra={"stack": stack_id})
+        finally:
+            self._gathering = False
 
     async def _judge(
         self,
