@@ -133,16 +133,18 @@ def _run(body: Callable[[Session], Coroutine[Any, Any, int]], debug: bool, log_j
     run_command(body, debug=debug, log_json=log_json)
 
 
-def _display(fmt: str, title: str) -> Display:
+def _display(fmt: str, title: str, stack_name: str) -> Display:
     if fmt == output.Format.JSON:
         return QuietDisplay()
     if output.stdout_is_terminal():
-        return LiveDisplay(output.make_console(), title)
-    return LineDisplay(output.make_console())
+        return LiveDisplay(output.make_console(), title, stack_name)
+    return LineDisplay(output.make_console(), stack_name)
 
 
-async def _follow(cv: Converge, stack_id: str, fmt: str, title: str, after: int | None) -> Outcome:
-    display = _display(fmt, title)
+async def _follow(
+    cv: Converge, stack_id: str, fmt: str, title: str, after: int | None, stack_name: str
+) -> Outcome:
+    display = _display(fmt, title, stack_name)
     try:
         return await follow(cv, stack_id, display, after_id=after)
     finally:
@@ -271,7 +273,7 @@ def apply(
                 expected = "UPDATE"
             session.interrupt_message = _interrupted(stack_name, expected.lower())
             title = f"{expected.lower()} {stack_name}"
-            outcome = await _follow(cv, view.id, output_format, title, after)
+            outcome = await _follow(cv, view.id, output_format, title, after, stack_name)
             return _report(outcome, expected, output_format)
 
     _run(body, debug, log_json)
@@ -350,7 +352,7 @@ def destroy(
             after = await _last_event_id(cv, stack.id)
             await cv.delete_stack(stack.id, wait=False)
             session.interrupt_message = _interrupted(name, "delete")
-            outcome = await _follow(cv, stack.id, output_format, f"delete {name}", after)
+            outcome = await _follow(cv, stack.id, output_format, f"delete {name}", after, name)
             return _report(outcome, "DELETE", output_format)
 
     _run(body, debug, log_json)
