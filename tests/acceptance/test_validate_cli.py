@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -141,3 +143,23 @@ def test_environment_problems_are_located(tmp_path: Path) -> None:
 def test_version_option() -> None:
     code, output = run("--version")
     assert code == 0 and "converge" in output and "0.1.0" in output
+
+
+def test_a_postgres_template_without_the_postgres_extra_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As if psycopg were not installed (None in sys.modules makes its import fail).
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    code, text = run("validate", EXAMPLES / "postgres-app.yaml")
+    assert code != 0
+    assert "Traceback" not in text and "plugin bug" not in text
+    assert re.search(
+        r"postgres-app\.yaml:\d+: resources\.\w+\.type: PostgreSQL::(Role|Database) needs the "
+        r"Python package 'psycopg', which is not installed: pip install 'converge\[postgres\]'",
+        text,
+    ), text
+    # apply refuses the same way, before anything is made.
+    monkeypatch.chdir(tmp_path)
+    code, text = run("apply", EXAMPLES / "postgres-app.yaml", "--state", tmp_path / "s.db")
+    assert code != 0 and "pip install 'converge[postgres]'" in text, text
+    assert not (tmp_path / "postgres-app").exists()
