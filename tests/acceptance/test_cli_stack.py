@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from typing import Any
 
 import click
 import pytest
+import yaml
 from click.testing import CliRunner, Result
 
 from converge.cli.stack_commands import register
@@ -145,6 +147,46 @@ def test_table_output_shows_events_then_the_reading_commands(run: Run, tmp_path:
     assert said["said"]["output_value"] == "hello"
     assert said["said"]["description"] == "what first stored"
     assert "secret" in run("outputs", "web-1").stdout
+
+
+def test_output_for_pipes_and_scripts(run: Run, tmp_path: Path) -> None:
+    write(tmp_path / "demo.yaml", TEMPLATE)
+    assert run("apply", "demo.yaml").exit_code == 0
+
+    # Not a terminal: one whole line per event, so `| tail -5` shows five events.
+    lines = run("events", "demo").stdout.splitlines()
+    events = as_json(run("events", "demo", "-f", "json"))
+    assert len(lines) == len(events)
+    assert all(not set(line) & set("│┃┏━") for line in lines)
+    assert re.match(r"\d\d:\d\d:\d\d  demo  CREATE_COMPLETE  Stack CREATE completed", lines[-1])
+    # Tables too: a header line, then one line a resource, nothing cut.
+    table = run("resources", "demo").stdout.splitlines()
+    assert table[0].split() == [
+        "resource_name",
+        "resource_type",
+        "resource_status",
+        "physical_resource_id",
+        "drift_status",
+        "updated_time",
+    ]
+    assert len(table) == 4
+
+    # One output's value alone, for $(...); yaml and -c as openstack users expect.
+    assert run("outputs", "demo", "said", "-f", "value").stdout == "hello\n"
+    assert run("outputs", "demo", "said").stdout == "hello\n"
+    missing = run("outputs", "demo", "nope")
+    assert missing.exit_code == 3
+    assert "stack demo has no output 'nope' (its outputs: said, secret)" in missing.stderr
+    assert run("show", "demo", "-f", "value", "-c", "stack_status").stdout == "CREATE_COMPLETE\n"
+    listed = yaml.safe_load(run("resources", "demo", "-f", "yaml").stdout)
+    assert {r["resource_name"] for r in listed} == {"first", "second", "secret"}
+    rows = run("list", "-f", "value", "-c", "stack_name", "-c", "stack_status").stdout
+    assert rows == "demo CREATE_COMPLETE\n"
+    chosen = run("resources", "demo", "-c", "resource_name", "-c", "resource_status").stdout
+    assert chosen.splitlines()[0].split() == ["resource_name", "resource_status"]
+    assert "second  CREATE_COMPLETE" in chosen
+    unknown = run("show", "demo", "-c", "statuss")
+    assert unknown.exit_code == 2 and "no column 'statuss'" in unknown.stderr
 
 
 def test_plan_shows_each_kind_of_change_and_changes_nothing(run: Run, tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from converge.cli import output
 from converge.cli.boundary import EXIT_FAILED, EXIT_OK, Session, run_command
 from converge.cli.inputs import Inputs, parse_parameters, read_inputs
 from converge.cli.progress import Display, LineDisplay, LiveDisplay, Outcome, QuietDisplay, follow
-from converge.errors import NotFound
+from converge.errors import ConvergeError, NotFound
 
 if TYPE_CHECKING:
     from converge.api import Converge
@@ -134,7 +134,7 @@ def _run(body: Callable[[Session], Coroutine[Any, Any, int]], debug: bool, log_j
 
 
 def _display(fmt: str, title: str, stack_name: str) -> Display:
-    if fmt == output.Format.JSON:
+    if output.is_document(fmt):
         return QuietDisplay()
     if output.stdout_is_terminal():
         return LiveDisplay(output.make_console(), title, stack_name)
@@ -160,8 +160,9 @@ def _report(outcome: Outcome, expected: str, fmt: str) -> int:
     """The final document or summary; exit 0 only when the expected action completed."""
     stack = outcome.stack
     succeeded = stack.stack_status == f"{expected}_COMPLETE"
-    if fmt == output.Format.JSON:
-        output.print_json({**stack.as_dict(), "resources": output.dicts(outcome.resources)})
+    if output.is_document(fmt):
+        document = {**stack.as_dict(), "resources": output.dicts(outcome.resources)}
+        output.print_document(document, fmt)
     else:
         console = output.make_console()
         if succeeded and stack.outputs and expected != "DELETE":
@@ -322,8 +323,9 @@ def plan(
                 parameters=inputs.parameters,
             )
         documents = output.dicts(changes)
-        if output_format == output.Format.JSON:
-            output.print_json({"stack_name": stack_name, "exists": exists, "changes": documents})
+        if output.is_document(output_format):
+            document = {"stack_name": stack_name, "exists": exists, "changes": documents}
+            output.print_document(document, output_format)
             return EXIT_OK
         console = output.make_console()
         if not exists:
@@ -380,20 +382,19 @@ def _confirm_destroy(name: str, state: str, debug: bool, log_json: bool) -> None
 def _reader(
     state: str,
     fmt: str,
+    columns: Sequence[str],
     debug: bool,
     log_json: bool,
     read: Callable[[Converge], Coroutine[Any, Any, Any]],
     show: Callable[[Any], None],
 ) -> None:
-    """Run ``read`` against the state file, then print its result as JSON or with ``show``."""
+    """Run ``read`` against the state file, then print its result as a document or with
+    ``show`` (only the chosen ``columns`` when there are some)."""
 
     async def body(session: Session) -> int:
         async with _open(state, must_exist=True) as cv:
             result = await read(cv)
-        if fmt == output.Format.JSON:
-            output.print_json(result)
-        else:
-            show(result)
+        output.emit(result, fmt, columns, show)
         return EXIT_OK
 
     _run(body, debug, log_json)
@@ -402,25 +403,40 @@ def _reader(
 @click.command()
 @click.argument("name")
 @common_options
-def show(name: str, state: str, output_format: str, debug: bool, log_json: bool) -> None:
+@output.column_option
+def show(
+    name: str,
+    state: str,
+    output_format: str,
+    columns: tuple[str, ...],
+    debug: bool,
+    log_json: bool,
+) -> None:
     """Show stack NAME: its status, parameters and outputs."""
 
     async def read(cv: Converge) -> dict[str, Any]:
         return (await cv.get_stack(name)).as_dict()
 
     def print_stack(stack: dict[str, Any]) -> None:
-        console = output.make_console()
-        console.print(output.stack_table(stack))
+        output.print_table(output.stack_table(stack))
         if stack["outputs"]:
-            console.print(output.outputs_table(stack["outputs"]))
+            output.print_table(output.outputs_table(stack["outputs"]))
 
-    _reader(state, output_format, debug, log_json, read, print_stack)
+    _reader(state, output_format, columns, debug, log_json, read, print_stack)
 
 
 @click.command()
 @click.argument("name")
 @common_options
-def resources(name: str, state: str, output_format: str, debug: bool, log_json: bool) -> None:
+@output.column_option
+def resources(
+    name: str,
+    state: str,
+    output_format: str,
+    columns: tuple[str, ...],
+    debug: bool,
+    log_json: bool,
+) -> None:
     """List the resources of stack NAME."""
 
     async def read(cv: Converge) -> list[dict[str, Any]]:
@@ -430,10 +446,11 @@ def resources(name: str, state: str, output_format: str, debug: bool, log_json: 
     _reader(
         state,
         output_format,
+        columns,
         debug,
         log_json,
         read,
-        lambda rows: output.make_console().print(output.resources_table(rows)),
+        lambda rows: output.print_table(output.resources_table(rows)),
     )
 
 
@@ -441,62 +458,85 @@ def resources(name: str, state: str, output_format: str, debug: bool, log_json: 
 @click.argument("name")
 @click.option("--resource", "-r", "resource_name", help="Only the events of this resource.")
 @common_options
+@output.column_option
 def events(
     name: str,
     resource_name: str | None,
     state: str,
     output_format: str,
+    columns: tuple[str, ...],
     debug: bool,
     log_json: bool,
 ) -> None:
-    """List the events of stack NAME, oldest first."""
+    """List the events of stack NAME, oldest first (one line each when not on a terminal)."""
 
     async def read(cv: Converge) -> list[dict[str, Any]]:
         stack = await cv.get_stack(name)
         return output.dicts(await cv.list_events(stack.id, resource_name=resource_name))
 
-    _reader(
-        state,
-        output_format,
-        debug,
-        log_json,
-        read,
-        lambda rows: output.make_console().print(output.events_table(rows)),
-    )
+    _reader(state, output_format, columns, debug, log_json, read, output.print_events)
 
 
 @click.command()
 @click.argument("name")
+@click.argument("key", required=False)
 @common_options
-def outputs(name: str, state: str, output_format: str, debug: bool, log_json: bool) -> None:
-    """Show the outputs of stack NAME."""
+@output.column_option
+def outputs(
+    name: str,
+    key: str | None,
+    state: str,
+    output_format: str,
+    columns: tuple[str, ...],
+    debug: bool,
+    log_json: bool,
+) -> None:
+    """Show the outputs of stack NAME, or the value of its output KEY alone."""
 
-    async def read(cv: Converge) -> list[dict[str, Any]]:
-        return await cv.outputs(name)
+    async def read(cv: Converge) -> list[dict[str, Any]] | dict[str, Any]:
+        found = await cv.outputs(name)
+        if key is None:
+            return found
+        for item in found:
+            if item.get("output_key") == key:
+                return dict(item)
+        known = ", ".join(sorted(str(item.get("output_key")) for item in found)) or "none"
+        raise NotFound(f"stack {name} has no output {key!r} (its outputs: {known})")
 
-    _reader(
-        state,
-        output_format,
-        debug,
-        log_json,
-        read,
-        lambda rows: output.make_console().print(output.outputs_table(rows)),
-    )
+    def print_outputs(result: list[dict[str, Any]] | dict[str, Any]) -> None:
+        if isinstance(result, dict):  # one KEY: its value alone, ready for $(...)
+            if result.get("output_error"):
+                raise ConvergeError(f"output {key}: {result['output_error']}")
+            click.echo(output.value_text(result.get("output_value")))
+        else:
+            output.print_table(output.outputs_table(result))
+
+    if key is not None and output_format == output.Format.VALUE and not columns:
+        columns = ("output_value",)
+    _reader(state, output_format, columns, debug, log_json, read, print_outputs)
 
 
 @click.command(name="list")
 @common_options
+@output.column_option
 @click.option(
     "--nested", is_flag=True, help="Also list nested stacks (made by provider templates)."
 )
-def list_stacks(state: str, output_format: str, debug: bool, log_json: bool, nested: bool) -> None:
+def list_stacks(
+    state: str,
+    output_format: str,
+    columns: tuple[str, ...],
+    debug: bool,
+    log_json: bool,
+    nested: bool,
+) -> None:
     """List the stacks in the state file."""
     if not Path(state).exists():
         # No state file yet is no stacks yet; reading must not create the file.
-        if output_format == output.Format.JSON:
-            output.print_json([])
+        if output.is_document(output_format):
+            output.print_document([], output_format)
         else:
-            output.make_console().print(output.stacks_table([]))
+            output.print_table(output.stacks_table([]))
         return
 
     async def read(cv: Converge) -> list[dict[str, Any]]:
@@ -505,10 +545,11 @@ def list_stacks(state: str, output_format: str, debug: bool, log_json: bool, nes
     _reader(
         state,
         output_format,
+        columns,
         debug,
         log_json,
         read,
-        lambda rows: output.make_console().print(output.stacks_table(rows)),
+        lambda rows: output.print_table(output.stacks_table(rows)),
     )
 
 
@@ -545,8 +586,9 @@ def clear_hook(
             )
             # The resumed resource runs in this process's engine: let it finish its step.
             await cv.engine.idle()
-        if output_format == output.Format.JSON:
-            output.print_json({"stack": name, "resource": resource, "hook": hook_name})
+        if output.is_document(output_format):
+            document = {"stack": name, "resource": resource, "hook": hook_name}
+            output.print_document(document, output_format)
         else:
             click.echo(f"Cleared hook {hook_name} on resource {resource} of stack {name}.")
         return EXIT_OK
