@@ -24,7 +24,8 @@ from typing import Any
 
 from converge.adapters.local_bus import LocalBus
 from converge.adapters.sql.store import SqlStore, sqlite_url
-from converge.core.decide import MISSING, Change, decide_update
+from converge.core.decide import MISSING, Change, decide_converging
+from converge.core.drift import MASK, DriftStatus
 from converge.core.states import Action, Status
 from converge.core.template import (
     Environment,
@@ -42,8 +43,8 @@ from converge.engine.operations import SETTLED_TOPIC, current_rows, stack_event
 from converge.engine.runtime import Engine
 from converge.engine.settings import EngineSettings
 from converge.engine.validation import prepare_definition
-from converge.engine.worker import resource_state
-from converge.errors import Conflict, InvalidRequest, NotFound, TemplateError
+from converge.engine.worker import ActionFailed, resource_state
+from converge.errors import Conflict, InvalidRequest, NotFound, PluginError, TemplateError
 from converge.messages import CheckResource
 from converge.records import StackRecord
 from converge.resources.builtin import world
@@ -413,8 +414,13 @@ class Converge:
         environments: Sequence[TemplateInput] = (),
         files: Mapping[str, str] | None = None,
         parameters: Mapping[str, Any] | None = None,
+        converge: bool = False,
     ) -> list[PlannedChange]:
-        """What applying the template to stack ``name`` would do; changes nothing."""
+        """What applying the template to stack ``name`` would do; changes nothing.
+
+        ``converge``: observe each resource first and decide as ``update_stack(...,
+        converge=True)`` would (the same decision function), so drift shows as changes.
+        """
         loaded = _load_template(template)
         environment = _merge(environments)
         try:
@@ -461,14 +467,30 @@ class Converge:
                     )
                 )
                 continue
-            decision = decide_update(
+            observed: Any = MISSING
+            drifted: bool | None = None
+            looks = row.status == Status.COMPLETE and row.type == resource.implementation_type
+            if converge and stack is not None and looks and row.physical_resource_id:
+                try:
+                    observation = await self.engine.worker.observe_drift(stack, row)
+                except ActionFailed as failed:
+                    raise PluginError(f"plan --converge: {failed.reason}") from None
+                observed = observation.for_decision
+                drifted = observation.drift.status == DriftStatus.MODIFIED
+            decision = decide_converging(
                 resource_state(row),
                 resource.implementation_type,
                 properties,
                 plugin.properties_schema,
                 open_properties=plugin.open_properties,
-                observed=MISSING,
+                observed=observed,
+                drifted=drifted,
+                converges_inside=plugin.converges_inside,
             )
+            hidden = {n for n, p in plugin.properties_schema.items() if p.hidden}
+            baseline = dict(row.properties_data)
+            if isinstance(observed, Mapping):
+                baseline.update(observed)
             action = {
                 Change.NOTHING: "NOTHING",
                 Change.UPDATE: "UPDATE",
@@ -482,6 +504,13 @@ class Converge:
                     action,
                     decision.reason,
                     list(decision.changed_properties),
+                    {
+                        prop: {
+                            "old": MASK if prop in hidden else baseline.get(prop),
+                            "new": MASK if prop in hidden else properties.get(prop),
+                        }
+                        for prop in decision.changed_properties
+                    },
                 )
             )
         for name_, row in current.items():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from converge.records import EventRecord, ResourceRecord, StackRecord
@@ -170,6 +170,8 @@ class PlannedChange:
     action: str  # CREATE | UPDATE | REPLACE | DELETE | NOTHING
     reason: str
     changed_properties: list[str]
+    # property -> {"old": applied (or observed), "new": wanted}; hidden ones masked
+    property_changes: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -19,6 +19,7 @@ import yaml
 from click.testing import CliRunner, Result
 
 from converge.cli.stack_commands import register
+from converge.resources.builtin.world import TestWorld, world_path_for
 
 TEMPLATE = """\
 heat_template_version: 2018-08-31
@@ -227,6 +228,95 @@ def test_plan_shows_each_kind_of_change_and_changes_nothing(run: Run, tmp_path: 
         "second",
         "secret",
     }
+
+
+def test_plan_shows_old_and_new_values_and_a_detailed_exit_code(run: Run, tmp_path: Path) -> None:
+    write(tmp_path / "demo.yaml", TEMPLATE)
+    assert run("plan", "demo.yaml", "--detailed-exitcode").exit_code == 2  # all to create
+    assert run("apply", "demo.yaml").exit_code == 0
+    unchanged = run("plan", "demo.yaml", "--detailed-exitcode")
+    assert unchanged.exit_code == 0, unchanged.stderr
+    assert "0 to update" in unchanged.stdout
+
+    planned = run("plan", "demo.yaml", "-P", "greeting=bye", "--detailed-exitcode")
+    assert planned.exit_code == 2
+    assert "value: hello → bye" in planned.stdout
+    (first,) = [
+        c
+        for c in as_json(run("plan", "demo.yaml", "-P", "greeting=bye", "-f", "json"))["changes"]
+        if c["resource_name"] == "first"
+    ]
+    assert first["property_changes"] == {"value": {"old": "hello", "new": "bye"}}
+
+
+def test_plan_converge_sees_drift_as_apply_converge_decides(run: Run, tmp_path: Path) -> None:
+    write(tmp_path / "demo.yaml", TEMPLATE)
+    assert run("apply", "demo.yaml").exit_code == 0
+    first = by_name(as_json(run("resources", "demo", "-f", "json")))["first"]
+    world = TestWorld(world_path_for(tmp_path / "state.db"))
+    world.set_property("OS::Heat::TestResource", first["physical_resource_id"], "value", "theirs")
+
+    blind = as_json(run("plan", "demo.yaml", "-f", "json"))
+    assert {c["resource_name"]: c["action"] for c in blind["changes"]}["first"] == "NOTHING"
+    seen = run("plan", "demo.yaml", "--converge", "--detailed-exitcode")
+    assert seen.exit_code == 2, seen.stderr
+    assert "value: theirs → hello" in seen.stdout
+    # apply --converge does what plan --converge showed, and then there is nothing to do.
+    assert run("apply", "demo.yaml", "--converge").exit_code == 0
+    live = world.get("OS::Heat::TestResource", first["physical_resource_id"])
+    assert live is not None and live["properties"]["value"] == "hello"
+    assert run("plan", "demo.yaml", "--converge", "--detailed-exitcode").exit_code == 0
+
+
+def test_a_saved_plan_applies_only_while_it_still_holds(run: Run, tmp_path: Path) -> None:
+    write(tmp_path / "demo.yaml", TEMPLATE)
+    assert run("apply", "demo.yaml").exit_code == 0
+    saved = run("plan", "demo.yaml", "-P", "greeting=bye", "-o", "bye.plan")
+    assert saved.exit_code == 0 and "converge apply bye.plan" in saved.stdout
+    assert oct((tmp_path / "bye.plan").stat().st_mode & 0o777) == "0o600"
+    stale = run("plan", "demo.yaml", "-P", "greeting=later", "-o", "later.plan")
+    assert stale.exit_code == 0
+    # The template file changes after planning: the plan runs what was reviewed.
+    write(tmp_path / "demo.yaml", TEMPLATE.replace("default: hello", "default: other"))
+
+    applied = run("apply", "bye.plan", "-f", "json")
+    assert applied.exit_code == 0, applied.stderr
+    assert outputs(as_json(applied))["said"] == "bye"
+    # The stack changed since later.plan was made: it is refused, nothing changes.
+    refused = run("apply", "later.plan")
+    assert refused.exit_code == 4
+    assert "the plan in later.plan is out of date: stack demo changed" in refused.stderr
+    assert outputs(as_json(run("show", "demo", "-f", "json")))["said"] == "bye"
+    mixed = run("apply", "bye.plan", "-P", "greeting=x")
+    assert mixed.exit_code == 2 and "a saved plan carries its inputs" in mixed.stderr
+
+
+def test_existing_keeps_parameters_and_a_reset_is_said(run: Run, tmp_path: Path) -> None:
+    write(tmp_path / "demo.yaml", TEMPLATE)
+    assert run("apply", "demo.yaml", "-P", "greeting=bye").exit_code == 0
+    kept = run("apply", "demo.yaml", "--existing", "-f", "json")
+    assert kept.exit_code == 0, kept.stderr
+    assert outputs(as_json(kept))["said"] == "bye"
+    assert "back to its default" not in kept.stderr
+
+    reset = run("apply", "demo.yaml", "-f", "json")
+    assert reset.exit_code == 0
+    assert outputs(as_json(reset))["said"] == "hello"
+    assert (
+        "note: parameter greeting is back to its default 'hello' (it was 'bye'); "
+        "`apply --existing` keeps stored values" in reset.stderr
+    )
+
+
+def test_destroy_lists_what_it_deletes_before_asking(run: Run, tmp_path: Path) -> None:
+    write(tmp_path / "demo.yaml", TEMPLATE)
+    assert run("apply", "demo.yaml").exit_code == 0
+    declined = run("destroy", "demo", input="n\n")
+    assert declined.exit_code == 1
+    listing = declined.stdout.split("Delete stack demo")[0]
+    assert "Stack demo (CREATE_COMPLETE) and its 3 resources:" in listing
+    for name, kind in (("first", "TestResource"), ("second", "None"), ("secret", "RandomString")):
+        assert re.search(rf"  {name}  OS::Heat::{kind}  \S+", listing)
 
 
 FAILING = """\

@@ -347,7 +347,7 @@ _PLAN_STYLE = {
 
 def plan_table(changes: Sequence[Mapping[str, Any]]) -> Table:
     table = Table()
-    for column in ("action", "resource_name", "resource_type", "reason", "changed_properties"):
+    for column in ("action", "resource_name", "resource_type", "reason", "changes (old → new)"):
         table.add_column(column, overflow="fold")
     for change in sorted(
         changes, key=lambda c: (PLAN_ORDER.index(c["action"]), c["resource_name"])
@@ -358,9 +358,23 @@ def plan_table(changes: Sequence[Mapping[str, Any]]) -> Table:
             change["resource_name"],
             change["resource_type"],
             change.get("reason") or "",
-            ", ".join(change.get("changed_properties") or []),
+            property_changes(change),
         )
     return table
+
+
+def property_changes(change: Mapping[str, Any]) -> str:
+    """``value: 'a' → 'b'; size: 1 → 2``: every changed property, old then new."""
+    detail: Mapping[str, Any] = change.get("property_changes") or {}
+    names = change.get("changed_properties") or list(detail)
+    parts = []
+    for name in names:
+        if name in detail:
+            old, new = detail[name].get("old"), detail[name].get("new")
+            parts.append(f"{name}: {short_value(old, 40)} → {short_value(new, 40)}")
+        else:
+            parts.append(str(name))
+    return "; ".join(parts)
 
 
 def plan_summary(changes: Sequence[Mapping[str, Any]]) -> str:

@@ -7,15 +7,17 @@ the command runs, and goes through the one error boundary in ``converge.cli.boun
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+import yaml
 
-from converge.cli import output
+from converge.cli import output, planfile
 from converge.cli.boundary import EXIT_FAILED, EXIT_OK, Session, run_command
 from converge.cli.inputs import Inputs, parse_parameters, read_inputs
 from converge.cli.progress import Display, LineDisplay, LiveDisplay, Outcome, QuietDisplay, follow
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 DEFAULT_STATE = "converge.db"
+# plan --detailed-exitcode: something would change (as terraform's)
+EXIT_CHANGES = 2
 
 
 # --- options every command shares ---------------------------------------------------------
@@ -218,6 +222,12 @@ def _interrupted(name: str, what: str) -> str:
     help="Compare with observed reality, not only the last template: correct drift, "
     "re-create what was deleted (Heat's converge: true; update only).",
 )
+@click.option(
+    "--existing",
+    is_flag=True,
+    help="Keep the stored parameters (and environment, when no -e is given), changing only "
+    "what is given (Heat's --existing, a PATCH update).",
+)
 @common_options
 def apply(
     template: str,
@@ -228,29 +238,44 @@ def apply(
     timeout: float | None,
     drift_policy: str | None,
     converge_reality: bool,
+    existing: bool,
     state: str,
     output_format: str,
     debug: bool,
     log_json: bool,
 ) -> None:
-    """Create the stack from TEMPLATE, or update it if it exists, and show progress."""
+    """Create the stack from TEMPLATE, or update it if it exists, and show progress.
+
+    TEMPLATE may be a plan saved by `converge plan -o FILE`: it is applied only if
+    planning again now shows the same changes against the same stack.
+    """
+    is_plan = planfile.is_plan_file(template)
+    if is_plan and (environments or parameters or name or existing):
+        raise click.UsageError("a saved plan carries its inputs: no -e, -P, --name or --existing")
 
     async def body(session: Session) -> int:
-        inputs = read_inputs(template, environments, parameters)
-        stack_name = _stack_name(name, template)
+        saved = planfile.read(template) if is_plan else None
+        if saved is not None:
+            stack_name, sources = saved.stack_name, _saved_sources(saved)
+            files, given, converge = saved.files, saved.parameters, saved.converge
+        else:
+            inputs = read_inputs(template, environments, parameters)
+            stack_name, sources = _stack_name(name, template), _sources(inputs)
+            files, given, converge = dict(inputs.files), dict(inputs.parameters), converge_reality
         async with _open(state, must_exist=False) as cv:
-            sources = _sources(inputs)
+            if saved is not None:
+                await _check_plan(cv, template, saved, sources)
             try:
-                existing = await cv.get_stack(stack_name)
+                current = await cv.get_stack(stack_name)
             except NotFound:
-                existing = None
-            if existing is None:
+                current = None
+            if current is None:
                 view = await cv.create_stack(
                     stack_name,
                     sources[0],
                     environments=sources[1:],
-                    files=inputs.files,
-                    parameters=inputs.parameters,
+                    files=files,
+                    parameters=given,
                     disable_rollback=rollback is False,
                     timeout_mins=timeout,
                     drift_policy=drift_policy or "notify",
@@ -258,26 +283,76 @@ def apply(
                 )
                 expected, after = "CREATE", None
             else:
-                after = await _last_event_id(cv, existing.id)
+                after = await _last_event_id(cv, current.id)
                 view = await cv.update_stack(
-                    existing.id,
+                    current.id,
                     sources[0],
-                    environments=sources[1:],
-                    files=inputs.files,
-                    parameters=inputs.parameters,
+                    # --existing without -e keeps the stored environment
+                    environments=None if existing and len(sources) == 1 else sources[1:],
+                    files=files,
+                    parameters=given,
+                    existing=existing,
                     disable_rollback=None if rollback is None else not rollback,
                     timeout_mins=timeout,
                     drift_policy=drift_policy,
-                    converge=converge_reality,
+                    converge=converge,
                     wait=False,
                 )
                 expected = "UPDATE"
             session.interrupt_message = _interrupted(stack_name, expected.lower())
             title = f"{expected.lower()} {stack_name}"
             outcome = await _follow(cv, view.id, output_format, title, after, stack_name)
+            if current is not None and not existing:
+                _note_reset_parameters(current.parameters, outcome.stack.parameters, given, sources)
             return _report(outcome, expected, output_format)
 
     _run(body, debug, log_json)
+
+
+def _note_reset_parameters(
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+    given: Mapping[str, Any],
+    sources: Sequence[Any],
+) -> None:
+    """Say which parameters went back to their defaults: an update without --existing uses
+    only what it is given, as Heat's does, and a value given last time is easily forgotten."""
+    named = set(given)
+    for source in sources[1:]:
+        data = yaml.safe_load(source.text) or {}
+        if isinstance(data, dict):
+            named |= set(data.get("parameters") or {}) | set(data.get("parameter_defaults") or {})
+    for key in sorted(before):
+        if key in named or key not in after or before[key] == after[key]:
+            continue
+        click.echo(
+            f"note: parameter {key} is back to its default {output.value_text(after[key])!r} "
+            f"(it was {output.value_text(before[key])!r}); `apply --existing` keeps stored "
+            "values",
+            err=True,
+        )
+
+
+def _saved_sources(saved: planfile.SavedPlan) -> list[Any]:
+    from converge.api import Source
+
+    return [Source(source["text"], source["filename"]) for source in saved.sources]
+
+
+async def _check_plan(
+    cv: Converge, path: str, saved: planfile.SavedPlan, sources: Sequence[Any]
+) -> None:
+    """Refuse a saved plan that planning again would not repeat."""
+    stack_now = await planfile.fingerprint(cv, saved.stack_name)
+    changes = await cv.plan(
+        saved.stack_name,
+        sources[0],
+        environments=sources[1:],
+        files=saved.files,
+        parameters=saved.parameters,
+        converge=saved.converge,
+    )
+    planfile.check_still_valid(path, saved, stack_now, output.dicts(changes))
 
 
 def _sources(inputs: Inputs) -> list[Any]:
@@ -292,12 +367,33 @@ def _sources(inputs: Inputs) -> list[Any]:
 @click.command()
 @click.argument("template", type=click.Path(dir_okay=False))
 @template_options
+@click.option(
+    "--converge",
+    "converge_reality",
+    is_flag=True,
+    help="Observe reality first and plan as `apply --converge` would decide (drift shows).",
+)
+@click.option(
+    "--detailed-exitcode",
+    is_flag=True,
+    help="Exit 0 when nothing would change, 2 when something would (1 on errors).",
+)
+@click.option(
+    "-o",
+    "--out",
+    "plan_out",
+    type=click.Path(dir_okay=False),
+    help="Save the plan to this file; `converge apply FILE` runs it if it still holds.",
+)
 @common_options
 def plan(
     template: str,
     environments: tuple[str, ...],
     parameters: tuple[str, ...],
     name: str | None,
+    converge_reality: bool,
+    detailed_exitcode: bool,
+    plan_out: str | None,
     state: str,
     output_format: str,
     debug: bool,
@@ -310,29 +406,41 @@ def plan(
         stack_name = _stack_name(name, template)
         async with _open(state, must_exist=False) as cv:
             sources = _sources(inputs)
-            try:
-                await cv.get_stack(stack_name)
-                exists = True
-            except NotFound:
-                exists = False
+            stack_now = await planfile.fingerprint(cv, stack_name)
             changes = await cv.plan(
                 stack_name,
                 sources[0],
                 environments=sources[1:],
                 files=inputs.files,
                 parameters=inputs.parameters,
+                converge=converge_reality,
             )
         documents = output.dicts(changes)
+        exists = stack_now is not None
+        if plan_out is not None:
+            saved = planfile.SavedPlan(
+                stack_name=stack_name,
+                converge=converge_reality,
+                sources=[{"text": s.text, "filename": s.filename} for s in sources],
+                files=dict(inputs.files),
+                parameters=dict(inputs.parameters),
+                stack=stack_now,
+                changes=json.loads(output.to_json(documents)),
+            )
+            planfile.write(plan_out, saved)
         if output.is_document(output_format):
             document = {"stack_name": stack_name, "exists": exists, "changes": documents}
             output.print_document(document, output_format)
-            return EXIT_OK
-        console = output.make_console()
-        if not exists:
-            console.print(f"Stack {stack_name} does not exist yet: apply creates it.")
-        console.print(output.plan_table(documents))
-        console.print(output.plan_summary(documents))
-        return EXIT_OK
+        else:
+            console = output.make_console()
+            if not exists:
+                console.print(f"Stack {stack_name} does not exist yet: apply creates it.")
+            output.print_table(output.plan_table(documents))
+            console.print(output.plan_summary(documents))
+            if plan_out is not None:
+                console.print(f"Saved to {plan_out}: `converge apply {plan_out}` runs it.")
+        changed = any(change["action"] != "NOTHING" for change in documents)
+        return EXIT_CHANGES if detailed_exitcode and changed else EXIT_OK
 
     _run(body, debug, log_json)
 
@@ -365,7 +473,12 @@ def _confirm_destroy(name: str, state: str, debug: bool, log_json: bool) -> None
 
     async def check(session: Session) -> int:
         async with _open(state, must_exist=True) as cv:
-            await cv.get_stack(name)
+            stack = await cv.get_stack(name)
+            rows = output.dicts(await cv.list_resources(stack.id))
+        click.echo(f"Stack {name} ({stack.stack_status}) and its {len(rows)} resources:")
+        for row in sorted(rows, key=lambda r: str(r["resource_name"])):
+            physical = row.get("physical_resource_id") or "nothing real yet"
+            click.echo(f"  {row['resource_name']}  {row['resource_type']}  {physical}")
         return EXIT_OK
 
     try:
@@ -373,7 +486,7 @@ def _confirm_destroy(name: str, state: str, debug: bool, log_json: bool) -> None
     except click.exceptions.Exit as done:
         if done.exit_code != EXIT_OK:
             raise
-    click.confirm(f"Delete stack {name} and all its resources?", abort=True)
+    click.confirm(f"Delete stack {name} and all these resources?", abort=True)
 
 
 # --- reading ------------------------------------------------------------------------------

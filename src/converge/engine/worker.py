@@ -21,7 +21,7 @@ from converge.core.decide import (
     Decision,
     ResourceState,
     decide_cleanup,
-    decide_update,
+    decide_converging,
 )
 from converge.core.drift import Drift, DriftStatus, compare
 from converge.core.states import Action, Status, check_resource_transition
@@ -153,25 +153,16 @@ class Worker:
             except ActionFailed as failed:
                 await self._fail_resource(stack, target, action, failed.reason)
                 return
-        decision = decide_update(
+        decision = decide_converging(
             resource_state(target),
             resource.implementation_type,
             properties,
             plugin.properties_schema,
             open_properties=plugin.open_properties,
             observed=observed,
+            drifted=None if drift is None else drift.status == DriftStatus.MODIFIED,
+            converges_inside=plugin.converges_inside,
         )
-        if (
-            drift is not None
-            and drift.status == DriftStatus.MODIFIED
-            and decision.change == Change.NOTHING
-        ):
-            # Reality differs in a way the properties do not show (a normalised form, a
-            # derived field): apply the wanted properties again, in place.
-            decision = Decision(Change.UPDATE, "reality drifted: re-applying the properties")
-        if drift is not None and plugin.converges_inside and decision.change == Change.NOTHING:
-            # What it holds may have drifted unseen from here: converge it too.
-            decision = Decision(Change.UPDATE, "converging what it holds with reality")
         if drift is not None and drift.status != DriftStatus.IN_SYNC:
             await self.ctx.store.add_events(
                 stack.id,
