@@ -29,7 +29,6 @@ SETTINGS = EngineSettings(
     drift_recheck_interval=0.05,
     observe_interval=0.05,
     heal_policy=HealPolicy(base_delay=0.05, factor=2.0, max_attempts=3, stable_after=600),
-    heal_gather_window=0.3,  # generous: one sample's notifications, on a loaded machine
 )
 
 
@@ -70,10 +69,6 @@ async def test_heal_converges_drift_back(served: tuple[Converge, Any, TestWorld]
         )
 
     await eventually(healed)
-    # Drift that came together is healed together: one update for both.
-    assert [r for r in await reasons(cv, "s", "s") if "to heal drift" in r] == [
-        "Stack UPDATE started to heal drift of test, val"
-    ]
     test_reasons = await reasons(cv, "s", "test")
     assert any(
         "Drift found: MODIFIED: value wanted 'hello', found 'tampered'" in r for r in test_reasons

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -203,3 +205,35 @@ async def test_drift_seen_while_busy_is_healed_in_one_heal(cv: Converge, world: 
     ]
     assert starts == ["Stack UPDATE started to heal drift of other, test"]
     assert world.get("OS::Heat::TestResource", test.physical_id)["properties"]["value"] == "hello"
+
+
+async def test_serve_heals_drift_that_comes_together_in_one_heal(
+    cv: Converge, world: TestWorld
+) -> None:
+    # As under `converge serve`: heals wait heal_gather_window for more of the stack's drift.
+    await cv.create_stack("s", TEMPLATE, drift_policy="heal")
+    handler = cv.engine.drift
+    test, other = (await note_for(cv, "test", {})), (await note_for(cv, "other", {}))
+    world.set_property("OS::Heat::TestResource", test.physical_id, "value", "tampered")
+    world.remove("OS::Heat::Value", other.physical_id)
+    gathering = asyncio.create_task(handler.heal_when_asked(), name="test-heal-when-asked")
+    try:
+        await asyncio.sleep(0)
+        await handler.apply_change(await note_for(cv, "test", {"value": "tampered"}))
+        await handler.apply_change(await note_for(cv, "other", None))
+
+        async def healed() -> bool:
+            stack = await cv.get_stack("s")
+            return stack.stack_status == "UPDATE_COMPLETE"
+
+        await eventually(healed)
+    finally:
+        gathering.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await gathering
+    starts = [
+        e.resource_status_reason
+        for e in await cv.list_events("s", resource_name="s")
+        if "to heal drift" in e.resource_status_reason
+    ]
+    assert starts == ["Stack UPDATE started to heal drift of other, test"]
