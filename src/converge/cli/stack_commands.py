@@ -168,9 +168,9 @@ def _report(outcome: Outcome, expected: str, fmt: str) -> int:
         document = {**stack.as_dict(), "resources": output.dicts(outcome.resources)}
         output.print_document(document, fmt)
     else:
-        console = output.make_console()
         if succeeded and stack.outputs and expected != "DELETE":
-            console.print(output.outputs_table(stack.outputs))
+            output.print_table(output.outputs_table(stack.outputs))
+        console = output.make_console()
         console.print(f"Stack {stack.stack_name}", output.styled_status(stack.stack_status))
     if succeeded:
         return EXIT_OK
