@@ -195,7 +195,7 @@ heat_template_version: 2021-04-16
 resources:
   slow:
     type: OS::Heat::TestResource
-    properties: {value: v1, action_wait_secs: {update: 1.5}}
+    properties: {value: v1, action_wait_secs: {create: 1.5}}
   test: {type: OS::Heat::TestResource, properties: {value: hello}}
   val: {type: OS::Heat::Value, properties: {value: v1}}
 """
@@ -209,7 +209,9 @@ async def test_drift_found_during_a_heal_is_healed_as_soon_as_it_ends(tmp_path: 
         world = TestWorld(world_path_for(state))
         await cv.create_stack("s", SLOW_TEMPLATE, drift_policy="heal")
         before = await ids(cv, "s")
-        world.set_property("OS::Heat::TestResource", before["slow"], "value", "tampered")
+        # Gone: its heal creates it again, which takes 1.5 s (a heal of a changed value
+        # would re-apply the same properties at once, without the wait).
+        world.remove("OS::Heat::TestResource", before["slow"])
         await sync.sample_once()
 
         async def busy() -> bool:
