@@ -28,7 +28,8 @@ from converge.adapters.local_bus import LocalBus
 from converge.adapters.sql.feed import EventFeed, FeedEvent
 from converge.adapters.sql.store import SqlStore, sqlite_url
 from converge.adapters.sql.tokens import TokenRecord, TokenStore, new_secret
-from converge.core.decide import MISSING, Change, decide_update
+from converge.core.decide import MISSING, Change, decide_converging
+from converge.core.drift import MASK, DriftStatus
 from converge.core.schema import ResourceTypeSchema
 from converge.core.states import Action, Status
 from converge.core.template import (
@@ -55,8 +56,15 @@ from converge.engine.operations import (
 from converge.engine.runtime import Engine
 from converge.engine.settings import EngineSettings
 from converge.engine.validation import prepare_definition
-from converge.engine.worker import resource_state
-from converge.errors import Conflict, InvalidRequest, NotFound, Superseded, TemplateError
+from converge.engine.worker import ActionFailed, resource_state, template_changed
+from converge.errors import (
+    Conflict,
+    InvalidRequest,
+    NotFound,
+    PluginError,
+    Superseded,
+    TemplateError,
+)
 from converge.messages import CheckResource
 from converge.observe.baseline import Snapshot
 from converge.records import NewEvent, ResourceRecord, StackRecord, TemplateRecord
@@ -486,12 +494,15 @@ class Converge:
         files: Mapping[str, str] | None = None,
         parameters: Mapping[str, Any] | None = None,
         show_nested: bool = False,
+        converge: bool = False,
     ) -> list[PlannedChange]:
         """What applying the template to stack ``name`` would do; changes nothing.
 
         ``show_nested`` adds what would change inside the existing nested stacks of
         provider template resources (each such change names its ``stack_name``), where
-        the properties they would get are known before applying.
+        the properties they would get are known before applying. ``converge``: observe
+        each resource first and decide as ``update_stack(..., converge=True)`` would (the
+        same decision function), so drift shows as changes.
         """
         loaded = _load_template(template)
         environment = _merge(environments)
@@ -539,15 +550,32 @@ class Converge:
                     )
                 )
                 continue
-            decision = decide_update(
+            observed: Any = MISSING
+            drifted: bool | None = None
+            looks = row.status == Status.COMPLETE and row.type == resource.implementation_type
+            if converge and stack is not None and looks and row.physical_resource_id:
+                try:
+                    observation = await self.engine.worker.observe_drift(stack, row)
+                except ActionFailed as failed:
+                    raise PluginError(f"plan --converge: {failed.reason}") from None
+                observed = observation.for_decision
+                drifted = observation.drift.status == DriftStatus.MODIFIED
+            decision = decide_converging(
                 resource_state(row),
                 resource.implementation_type,
                 properties,
                 plugin.properties_schema,
                 open_properties=plugin.open_properties,
                 never_updates=plugin.never_updates,
-                observed=MISSING,
+                observed=observed,
+                drifted=drifted,
+                converges_inside=plugin.converges_inside,
+                template_changed=template_changed(row, resource),
             )
+            hidden = {n for n, p in plugin.properties_schema.items() if p.hidden}
+            baseline = dict(row.properties_data)
+            if isinstance(observed, Mapping):
+                baseline.update(observed)
             action = {
                 Change.NOTHING: "NOTHING",
                 Change.UPDATE: "UPDATE",
@@ -561,6 +589,13 @@ class Converge:
                     action,
                     decision.reason,
                     list(decision.changed_properties),
+                    property_changes={
+                        prop: {
+                            "old": MASK if prop in hidden else baseline.get(prop),
+                            "new": MASK if prop in hidden else properties.get(prop),
+                        }
+                        for prop in decision.changed_properties
+                    },
                 )
             )
         for name_, row in current.items():

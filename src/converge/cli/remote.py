@@ -246,7 +246,14 @@ class RemoteConverge:
         environments: Sequence[Any] = (),
         files: Mapping[str, str] | None = None,
         parameters: Mapping[str, Any] | None = None,
+        converge: bool = False,
     ) -> list[PlannedChange]:
+        if converge:
+            # Heat's preview has no such option, so the server cannot be asked for it.
+            raise InvalidRequest(
+                "plan --converge looks at reality from this machine's engine; it is not "
+                "available through a server (run it where the state is, or plan without it)"
+            )
         body = _inputs_body(template, environments, files, parameters)
         try:
             path = await self._stack_path(name)

@@ -153,13 +153,23 @@ class Engine:
         return started
 
     def handle_drift(self) -> asyncio.Task[None]:
-        """Also run drift handling's level-triggered pass (``converge serve``)."""
-        task = asyncio.create_task(
-            self._every(self.ctx.settings.drift_recheck_interval, self.drift.recheck),
-            name="converge-drift-recheck",
-        )
+        """Also run drift handling's passes (``converge serve``): heals gathered from the
+        consumer, and the level-triggered recheck every ``drift_recheck_interval`` and for a
+        stack as soon as one of its operations settles."""
+        task = asyncio.create_task(self._drift_passes(), name="converge-drift-recheck")
         self._loops.append(task)
         return task
+
+    async def _drift_passes(self) -> None:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(
+                self._every(self.ctx.settings.drift_recheck_interval, self.drift.recheck),
+                name="converge-drift-recheck-periodic",
+            )
+            group.create_task(
+                self.drift.recheck_when_settled(), name="converge-drift-recheck-settled"
+            )
+            group.create_task(self.drift.heal_when_asked(), name="converge-drift-heal")
 
     async def idle(self) -> None:
         """Wait until no check is running in this process (tests and one-shot CLI runs)."""
