@@ -537,8 +537,8 @@ __all__ = [
     "STACK_NODE",
     "StackOperations",
     "current_rows",
-    "is_superseded",
     "given_up_reason",
+    "is_superseded",
     "resolve_outputs",
     "stack_event",
 ]
