@@ -64,6 +64,10 @@ class Engine:
         self._checks: set[asyncio.Task[None]] = set()
         self._loops: list[asyncio.Task[None]] = []
         self._last_pending: set[tuple[str, GraphNode]] = set()
+        # Work the sweeper found stuck and pushed on (a node re-sent, a finished traversal
+        # completed): each one is a trigger the edge-triggered path lost. Zero in a healthy
+        # run; tests assert it, operators can watch it.
+        self.sweeper_rescues = 0
         self._started = False
 
     @property
@@ -172,7 +176,9 @@ class Engine:
         """Re-send ready nodes that no worker holds; time out overdue operations.
 
         A node is re-sent only when it was found pending by two sweeps in a row, so work
-        merely queued is not duplicated (duplicates would be harmless, only wasteful).
+        merely queued is not duplicated (duplicates would be harmless, only wasteful); a
+        traversal whose sinks have all reported is likewise completed on the second sweep
+        that finds it open, leaving its last worker the time to complete it.
         """
         pending_now: set[tuple[str, GraphNode]] = set()
         stacks = await self.ctx.store.list_stacks(None)
@@ -188,7 +194,11 @@ class Engine:
                 continue
             done = await self.ctx.store.reported_senders(traversal)
             if all(sink in done for sink in graph.sinks()):
-                await self.operations.complete_traversal(stack.id, traversal)
+                key = (traversal, STACK_NODE)
+                pending_now.add(key)
+                if key in self._last_pending:
+                    self._rescued(stack, STACK_NODE)
+                    await self.operations.complete_traversal(stack.id, traversal)
                 continue
             for node in graph.nodes:
                 if node in done or node == STACK_NODE:
@@ -200,11 +210,13 @@ class Engine:
                     continue
                 pending_now.add(key)
                 if key in self._last_pending:
-                    log.debug(
-                        "re-sending idle node", extra={"stack": stack.name, "node": str(node)}
-                    )
+                    self._rescued(stack, node)
                     await self.ctx.send_check(stack.id, traversal, node)
         self._last_pending = pending_now
+
+    def _rescued(self, stack: StackRecord, node: GraphNode) -> None:
+        self.sweeper_rescues += 1
+        log.info("sweeper re-sends idle work", extra={"stack": stack.name, "node": str(node)})
 
     async def _heartbeat(self) -> None:
         await self.ctx.store.heartbeat(self.engine_id, self.ctx.clock.now())
