@@ -14,10 +14,10 @@ import pytest
 
 from converge.adapters.sql.entities import EntityStore
 from converge.adapters.sql.store import SqlStore
+from converge.core.baseline import observation
 from converge.core.states import Action
 from converge.core.traversal import GraphNode
 from converge.messages import ChangeKind
-from converge.observe.baseline import observation
 from converge.records import NewResource
 
 PROCESSES = 4

@@ -13,7 +13,6 @@ import socket
 import uuid
 from typing import Any
 
-from converge.adapters.sql.store import SqlStore
 from converge.core.states import Status
 from converge.core.traversal import STACK_NODE, GraphNode
 from converge.engine.check import StackChecker
@@ -25,7 +24,7 @@ from converge.engine.settings import EngineSettings
 from converge.engine.worker import Worker
 from converge.errors import ConvergeError
 from converge.messages import CheckResource, MessageError
-from converge.ports import Bus, Clock
+from converge.ports import Bus, Clock, Store
 from converge.records import ServiceRecord, StackRecord
 from converge.resources.registry import PluginRegistry, default_registry
 
@@ -37,7 +36,7 @@ class Engine:
 
     def __init__(
         self,
-        store: SqlStore,
+        store: Store,
         bus: Bus,
         *,
         registry: PluginRegistry | None = None,

@@ -32,6 +32,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 
 from converge.adapters import json_codec
 from converge.adapters.sql import tables as t
+from converge.adapters.sql.entities import EntityStore
 from converge.adapters.sql.sqlite_hot import SqliteHotPath
 from converge.core.states import Action, Status
 from converge.core.traversal import GraphNode
@@ -178,6 +179,11 @@ class SqlStore:
             held.close()
             self._held.conn = None
         self._engine.dispose()
+
+    @functools.cached_property
+    def entities(self) -> EntityStore:
+        """The synchronizer's baseline, in the same database and on the same threads."""
+        return EntityStore(self)
 
     @property
     def url(self) -> str:
