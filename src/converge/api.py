@@ -147,12 +147,16 @@ class Converge:
 
     async def _resample_settled(self, sync: Any) -> None:
         """Sample a stack's types as soon as one of its operations settles."""
-        async for message in self._ctx.bus.subscribe(SETTLED_TOPIC):
-            for type_name in message.get("types", []):
-                try:
-                    await sync.sample_once(type_name)
-                except Exception:
-                    log.exception("resampling %s after a settled operation failed", type_name)
+        subscription = await self._ctx.bus.subscribe(SETTLED_TOPIC)
+        try:
+            async for message in subscription:
+                for type_name in message.get("types", []):
+                    try:
+                        await sync.sample_once(type_name)
+                    except Exception:
+                        log.exception("resampling %s after a settled operation failed", type_name)
+        finally:
+            await subscription.close()
 
     async def _consume(self, sync: Any) -> None:
         """Consume notifications for good: a failure is logged and the consumer restarts."""

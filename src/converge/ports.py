@@ -35,9 +35,21 @@ from converge.records import (
 )
 from converge.resources.base import Clock
 
-__all__ = ["BaselineStore", "Bus", "Clock", "Store", "WorkHandler"]
+__all__ = ["BaselineStore", "Bus", "Clock", "Store", "Subscriber", "WorkHandler"]
 
+# Starts the work in a message and returns an awaitable of its completion (its result
+# committed): a bus with acknowledgements acknowledges only then, so work that a dead
+# process never finished is delivered again; a bus without them need not wait.
 WorkHandler = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class Subscriber(Protocol):
+    """A bound subscription: the notifications of its topic, in publication order."""
+
+    def __aiter__(self) -> AsyncIterator[dict[str, Any]]: ...
+
+    async def close(self) -> None:
+        """Stop receiving; an iteration in progress ends."""
 
 
 class Bus(Protocol):
@@ -46,14 +58,17 @@ class Bus(Protocol):
     async def start(self, work_handler: WorkHandler) -> None:
         """Begin delivering work messages to ``work_handler``."""
 
-    async def send_work(self, message: dict[str, Any]) -> None:
-        """Queue a work message for some worker (any process holding the worker role)."""
+    async def send_work(self, message: dict[str, Any], *, host: str | None = None) -> None:
+        """Queue a work message for some worker, or for a worker on ``host`` (work on
+        things that exist only on that machine)."""
 
     async def publish(self, topic: str, message: dict[str, Any]) -> None:
         """Deliver a notification to every current subscriber of ``topic``."""
 
-    def subscribe(self, topic: str) -> AsyncIterator[dict[str, Any]]:
-        """Notifications on ``topic`` from now on."""
+    async def subscribe(self, topic: str) -> Subscriber:
+        """Subscribe to ``topic`` (``*``: every topic). Returns once the subscription is in
+        place: everything published after that reaches it, so "subscribe, then get all"
+        cannot miss a change."""
 
     async def close(self) -> None: ...
 

@@ -121,15 +121,23 @@ class Engine:
 
     # --- work ---------------------------------------------------------------------------
 
-    async def _on_work(self, data: dict[str, Any]) -> None:
+    def _on_work(self, data: dict[str, Any]) -> asyncio.Future[None]:
+        """Start checking the node a message names; done when its result is stored.
+
+        The bus acknowledges a message only when the returned task is done, so a check
+        that this process never finished is delivered again (and re-checking is harmless).
+        """
         try:
             message = CheckResource.from_dict(data)
         except MessageError as exc:
             log.error("dropped unreadable message", extra={"error": str(exc)})
-            return
+            dropped: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            dropped.set_result(None)
+            return dropped
         task = asyncio.get_running_loop().create_task(self._run_check(message))
         self._checks.add(task)
         task.add_done_callback(self._checks.discard)
+        return task
 
     async def _run_check(self, message: CheckResource) -> None:
         node = GraphNode(message.resource_id, message.is_update)
