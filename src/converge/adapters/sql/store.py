@@ -26,6 +26,8 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
@@ -161,9 +163,16 @@ class SqlStore:
         return store
 
     def migrate(self) -> None:
-        config = Config()
-        config.set_main_option("script_location", str(MIGRATIONS))
+        """Bring the schema up to the newest migration; one already there is only read.
+
+        Every CLI command and every engine process opens the store: running Alembic's
+        upgrade each time cost more than most commands' own work.
+        """
         with self._engine.begin() as connection:
+            current = MigrationContext.configure(connection).get_current_revision()
+            if current is not None and current == _head_revision():
+                return
+            config = _alembic_config()
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
 
@@ -1066,6 +1075,18 @@ class SqlStore:
 
 
 # --- helpers -------------------------------------------------------------------------
+
+
+def _alembic_config() -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    return config
+
+
+@functools.cache
+def _head_revision() -> str | None:
+    """The newest migration shipped with this code (read from the scripts once)."""
+    return ScriptDirectory.from_config(_alembic_config()).get_current_head()
 
 
 def _create_engine(url: str) -> Engine:
