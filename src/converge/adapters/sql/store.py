@@ -177,17 +177,22 @@ class SqlStore:
             command.upgrade(config, "head")
 
     async def close(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._executor, self._release)
-        self._executor.shutdown(wait=True)
-
-    def _release(self) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self._release_held)
+        # Transactions still running on the store's threads (their callers may have been
+        # cancelled) end before the pool is disposed: a connection checked out across
+        # dispose() is dropped without being closed.
+        await loop.run_in_executor(None, functools.partial(self._executor.shutdown, wait=True))
         if self._inline is not None:
             self._inline.close()
+        self._engine.dispose()
+
+    def _release_held(self) -> None:
+        """Close the connection the SQLite store thread keeps (run on that thread)."""
         held: Connection | None = getattr(self._held, "conn", None)
         if held is not None:
             held.close()
             self._held.conn = None
-        self._engine.dispose()
 
     @functools.cached_property
     def entities(self) -> EntityStore:
