@@ -45,6 +45,7 @@ from converge.engine.validation import prepare_definition
 from converge.engine.worker import resource_state
 from converge.errors import Conflict, InvalidRequest, NotFound, TemplateError
 from converge.messages import CheckResource
+from converge.ports import Bus
 from converge.records import StackRecord
 from converge.resources.builtin import world
 from converge.resources.registry import PluginRegistry
@@ -109,9 +110,15 @@ class Converge:
         *,
         settings: EngineSettings | None = None,
         registry: PluginRegistry | None = None,
+        broker_url: str | None = None,
+        broker_namespace: str = "converge",
     ) -> AsyncIterator[Converge]:
+        """An engine over the database at ``database_url`` (SQLite or PostgreSQL) and the
+        in-process bus, or RabbitMQ at ``broker_url`` (``amqp://…``): every process opened
+        with the same database, broker and namespace shares the work."""
+        bus = LocalBus() if broker_url is None else _amqp_bus(broker_url, broker_namespace)
         store = SqlStore.open(database_url)
-        engine = Engine(store, LocalBus(), registry=registry, settings=settings)
+        engine = Engine(store, bus, registry=registry, settings=settings)
         try:
             await engine.start()
             yield cls(engine)
@@ -571,3 +578,14 @@ def _check_stack_name(name: str) -> None:
 def _check_drift_policy(policy: str) -> None:
     if policy not in ("notify", "heal", "ignore"):
         raise InvalidRequest(f"invalid drift policy {policy!r}: use notify, heal or ignore")
+
+
+def _amqp_bus(url: str, namespace: str) -> Bus:
+    """The RabbitMQ bus; aio-pika is an optional dependency (the ``rabbitmq`` extra)."""
+    try:
+        from converge.adapters.amqp_bus import AmqpBus
+    except ImportError as exc:
+        raise InvalidRequest(
+            f"a broker URL needs the RabbitMQ bus: pip install 'converge[rabbitmq]' ({exc})"
+        ) from exc
+    return AmqpBus(url, namespace=namespace)

@@ -17,10 +17,7 @@ from pathlib import Path
 import aio_pika
 import pytest
 
-from converge.adapters.amqp_bus import AmqpBus
-from converge.adapters.sql.store import SqlStore
 from converge.api import Converge
-from converge.engine.runtime import Engine
 from converge.engine.settings import EngineSettings
 from converge.resources.builtin import world
 
@@ -45,27 +42,24 @@ TEMPLATE = "\n".join(
 @pytest.fixture
 async def engines(
     postgres_url: str, rabbitmq_url: str, tmp_path: Path
-) -> AsyncIterator[list[Engine]]:
+) -> AsyncIterator[list[Converge]]:
+    """Two engines (two processes, as far as the database and the broker know)."""
     namespace = f"converge-test-{uuid.uuid4().hex[:10]}"
     settings = EngineSettings(
         sweep_interval=3600.0,
         heartbeat_interval=0.5,
         plugin_settings={world.SETTING: str(tmp_path / "world.db")},
     )
-    stores = [SqlStore.open(postgres_url) for _ in range(2)]
-    started = [
-        Engine(store, AmqpBus(rabbitmq_url, namespace=namespace), settings=settings)
-        for store in stores
-    ]
-    for engine in started:
-        await engine.start()
+
+    def engine() -> contextlib.AbstractAsyncContextManager[Converge]:
+        return Converge.open(
+            postgres_url, settings=settings, broker_url=rabbitmq_url, broker_namespace=namespace
+        )
+
     try:
-        yield started
+        async with engine() as first, engine() as second:
+            yield [first, second]
     finally:
-        for engine in started:
-            await engine.stop()
-        for store in stores:
-            await store.close()
         connection = await aio_pika.connect(rabbitmq_url)
         for name in (f"{namespace}.work", f"{namespace}.work.host.{socket.gethostname()}"):
             channel = await connection.channel()
@@ -77,8 +71,8 @@ async def engines(
         await connection.close()
 
 
-async def test_two_engines_converge_a_fan_in_together(engines: list[Engine]) -> None:
-    first, second = (Converge(engine) for engine in engines)
+async def test_two_engines_converge_a_fan_in_together(engines: list[Converge]) -> None:
+    first, second = engines
     for round_ in range(3):
         name = f"fan-in-{round_}"
         stack = await asyncio.wait_for(first.create_stack(name, TEMPLATE), 60)
@@ -90,6 +84,6 @@ async def test_two_engines_converge_a_fan_in_together(engines: list[Engine]) -> 
         ids = {r.resource_name: r.physical_resource_id for r in await second.list_resources(name)}
         [output] = await second.outputs(name)
         assert output["output_value"] == ids["r0"] and ids["r0"]
-    assert [engine.sweeper_rescues for engine in engines] == [0, 0]
+    assert [cv.engine.sweeper_rescues for cv in engines] == [0, 0]
     deleted = await asyncio.wait_for(second.delete_stack("fan-in-0"), 60)
     assert deleted.stack_status == "DELETE_COMPLETE"
