@@ -55,7 +55,7 @@ async def converge_in(tmp: str) -> AsyncIterator[Converge]:
     """The embedded converge of a group: a SQLite file in ``tmp``, or a fresh PostgreSQL
     database when --database names a server (the test world stays a file in ``tmp``)."""
     if not DATABASE:
-        async with converge_in(tmp) as cv:
+        async with Converge.embedded(Path(tmp) / "bench.db") as cv:
             yield cv
         return
     import uuid
