@@ -240,3 +240,38 @@ async def test_reconnects_after_the_broker_went_away(
         await worker.close()
     finally:
         await link.down()
+
+
+async def test_work_in_progress_outlives_a_dropped_link(
+    buses: Callable[..., AmqpBus], rabbitmq_url: str
+) -> None:
+    """The broker going away mid-work does not cancel the work (it is not acknowledged,
+    so the broker delivers it again; the repeated check finds it done)."""
+    link = FlakyLink(("127.0.0.1", 5672))
+    await link.up()
+    proxied_url = rabbitmq_url.replace(":5672", f":{link.port}")
+    started, finished, cancelled = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    def slow(data: dict[str, Any]) -> asyncio.Future[None]:
+        async def work() -> None:
+            started.set()
+            try:
+                await asyncio.sleep(0.5)
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+            finished.set()
+
+        return asyncio.ensure_future(work())
+
+    try:
+        worker = buses(proxied_url)
+        await worker.start(slow)
+        await buses().send_work({"n": 1})
+        await asyncio.wait_for(started.wait(), 10)
+        await link.down()
+        await asyncio.wait_for(finished.wait(), 5)
+        assert not cancelled.is_set()
+        await worker.close()
+    finally:
+        await link.down()

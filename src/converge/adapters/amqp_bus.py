@@ -168,7 +168,9 @@ class AmqpBus:
             await incoming.reject(requeue=False)
             return
         try:
-            await handler(data)
+            # Shielded: a broker hiccup that ends this delivery must not cancel a resource
+            # action half-way (unacknowledged, the message comes back and finds it done).
+            await asyncio.shield(handler(data))
         except Exception:
             # A bug in the handler: acknowledged all the same, or the message would come
             # back forever; the sweeper re-sends the node from the database.
