@@ -312,14 +312,18 @@ class DriftHandler:
         Drift seen while a heal ran waits in ``_later``; without this it would wait for
         the next periodic pass, seconds after the heal that kept it waiting ended.
         """
-        async for message in self.ctx.bus.subscribe(SETTLED_TOPIC):
-            try:
-                await self.recheck(only=str(message["stack_id"]))
-            except ConvergeError as exc:
-                log.warning("recheck after settling failed", extra={"error": str(exc)})
-            except Exception:
-                # A bug: logged with its traceback; the periodic pass still runs.
-                log.exception("recheck after settling crashed")
+        subscription = await self.ctx.bus.subscribe(SETTLED_TOPIC)
+        try:
+            async for message in subscription:
+                try:
+                    await self.recheck(only=str(message["stack_id"]))
+                except ConvergeError as exc:
+                    log.warning("recheck after settling failed", extra={"error": str(exc)})
+                except Exception:
+                    # A bug: logged with its traceback; the periodic pass still runs.
+                    log.exception("recheck after settling crashed")
+        finally:
+            await subscription.close()
 
     async def recheck(self, only: str | None = None) -> None:
         """Observe again what was seen while busy, what heal-policy stacks have drifted, and
