@@ -12,7 +12,7 @@ import asyncio
 import dataclasses
 import hashlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -22,7 +22,7 @@ from converge.core.decide import (
     Decision,
     ResourceState,
     decide_cleanup,
-    decide_update,
+    decide_converging,
     restriction,
 )
 from converge.core.drift import Drift, DriftStatus, compare
@@ -165,7 +165,7 @@ class Worker:
             except ActionFailed as failed:
                 await self._fail_resource(stack, target, action, failed.reason)
                 return
-        decision = decide_update(
+        decision = decide_converging(
             resource_state(target),
             resource.implementation_type,
             properties,
@@ -173,30 +173,10 @@ class Worker:
             open_properties=plugin.open_properties,
             never_updates=plugin.never_updates,
             observed=observed,
+            drifted=None if drift is None else drift.status == DriftStatus.MODIFIED,
+            converges_inside=plugin.converges_inside,
+            template_changed=template_changed(target, resource),
         )
-        if (
-            drift is not None
-            and drift.status == DriftStatus.MODIFIED
-            and decision.change == Change.NOTHING
-        ):
-            # Reality differs in a way the properties do not show (a normalised form, a
-            # derived field): apply the wanted properties again, in place.
-            decision = Decision(Change.UPDATE, "reality drifted: re-applying the properties")
-        if decision.change == Change.NOTHING and _template_changed(target, resource):
-            decision = Decision(Change.UPDATE, "its provider template changed")
-        if (
-            decision.change == Change.REPLACE
-            and plugin.converges_inside
-            and target.status == Status.FAILED
-            and target.physical_resource_id is not None
-            and target.type == resource.implementation_type
-        ):
-            # Heat's StackResource: a failed nested stack is updated, not replaced; its
-            # own resources decide what they need.
-            decision = Decision(Change.UPDATE, f"{decision.reason}: updating its nested stack")
-        if drift is not None and plugin.converges_inside and decision.change == Change.NOTHING:
-            # What it holds may have drifted unseen from here: converge it too.
-            decision = Decision(Change.UPDATE, "converging what it holds with reality")
         restricted = restriction(decision, resource.restricted_actions, target.name)
         if restricted is not None:
             claimed = await self._claim(stack, target, Action.UPDATE, restricted)
@@ -254,6 +234,27 @@ class Worker:
             needed,
             drift_checked=drift is not None,
         )
+
+    async def every_attribute(
+        self, stack: StackRecord, row: ResourceRecord, declared: Collection[str]
+    ) -> dict[str, Any]:
+        """Every ``declared`` attribute of the resource, resolved (Heat's resource show):
+        those a template asked for are cached on the row, the rest asked of the plugin. An
+        attribute the plugin cannot give now is left out."""
+        attributes = dict(row.attr_data)
+        missing = set(declared) - set(attributes)
+        if not missing or row.physical_resource_id is None or row.type not in self.ctx.registry:
+            return attributes
+        plugin = self.ctx.registry.plugin(row.type)
+        try:
+            ctx = self._context(stack, row)
+            fetched = await self._run(
+                stack, row, plugin.attributes, ctx, applied_state(row), missing
+            )
+        except (ActionFailed, _Replace) as exc:
+            log.info("attributes not available", extra={"resource": row.name, "error": str(exc)})
+            return attributes
+        return {**attributes, **_jsonable(fetched)}
 
     async def _preempt(self, stack: StackRecord, row: ResourceRecord) -> None:
         """A newer traversal finds the resource still busy with an older one. A resource
@@ -894,7 +895,7 @@ def _with_template_digest(data: Mapping[str, Any], resource: ResourceDefinition)
     return {**data, _TEMPLATE_DIGEST: resource.provider_digest}
 
 
-def _template_changed(row: ResourceRecord, resource: ResourceDefinition) -> bool:
+def template_changed(row: ResourceRecord, resource: ResourceDefinition) -> bool:
     """The provider template's text differs from the one last applied (Heat updates the
     nested stack then, even when the resource's properties are the same)."""
     if resource.provider_digest is None or row.physical_resource_id is None:

@@ -1,4 +1,4 @@
-"""Starting and stopping a ``Local::Process`` service: the launcher, signals, waiting for exit.
+"""Starting and stopping a ``Local::Process`` service: the launcher, readiness, signals.
 
 Apart from the plugin (``process.py``) so that reading its schema does not load asyncio.
 """
@@ -19,10 +19,12 @@ from converge.resources.base import ResourceContext
 from converge.resources.local import procfs
 from converge.resources.local.confined import locate_recorded, open_append, open_directory
 from converge.resources.local.paths import ConfinementError
+from converge.resources.local.process import Readiness
 
 LAUNCHER = Path(__file__).with_name("launcher.py")
 LAUNCH_TIMEOUT = 10.0
 _POLL = 0.02
+_READY_POLL = 0.03
 
 
 async def find_marked(physical_name: str) -> list[tuple[procfs.ProcessIdentity, str | None]]:
@@ -95,23 +97,38 @@ async def _run_launcher(ctx: ResourceContext, spec: Mapping[str, Any]) -> procfs
     return identity
 
 
-async def check_startup(
+async def await_ready(
     ctx: ResourceContext,
     identity: procfs.ProcessIdentity,
-    log: str,
-    properties: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    ready: Readiness,
+    grace: float,
 ) -> procfs.ProcessIdentity:
-    """Fail create when the process dies right away; else its identity as it settled
-    (the command line as it reads after any re-exec of a wrapper)."""
-    wait = float(properties.get("startup_check_secs") or 0)
-    if wait > 0:
-        await asyncio.sleep(wait)  # real time: the process lives in the real world
-    settled = procfs.read(identity.pid)
-    if settled is None or settled != identity:
-        raise PermanentFailure(
-            f"{ctx.resource_name}: {identity.cmdline[0]} exited during startup{_log_tail(log)}"
-        )
-    return settled
+    """Fail create unless the process proves it runs; else its identity as it settled
+    (the command line as it reads after any re-exec of a wrapper). Not ready in time, it
+    is stopped with ``grace`` seconds of SIGTERM."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()  # real time: the process lives in the real world
+    program = identity.cmdline[0] if identity.cmdline else spec["argv"][0]
+    while True:
+        settled = procfs.read(identity.pid)
+        if settled is None or settled != identity:
+            raise PermanentFailure(
+                f"{ctx.resource_name}: {program} exited during startup{_log_tail(spec['log'])}"
+            )
+        missing = await asyncio.to_thread(ready.missing, identity)
+        elapsed = loop.time() - started
+        if missing is None and elapsed >= ready.min_uptime:
+            return settled
+        if missing is not None and elapsed >= ready.timeout:
+            # Not ready is not running: stop it, or a failed create would leave it behind.
+            await stop(identity, grace)
+            raise PermanentFailure(
+                f"{ctx.resource_name}: {program} was not ready after {ready.timeout:g} s: "
+                f"{missing} (ready_timeout_secs){_log_tail(spec['log'])}"
+            )
+        pause = _READY_POLL if missing is not None else ready.min_uptime - elapsed
+        await asyncio.sleep(max(0.0, min(pause, _READY_POLL * 10)))
 
 
 def _log_tail(log: str) -> str:
