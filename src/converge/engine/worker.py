@@ -9,6 +9,7 @@ the work done and only re-announces it; a message for a superseded traversal is 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
@@ -32,6 +33,7 @@ from converge.engine.inputs import ReportedData
 from converge.engine.nested import NestedStackService
 from converge.engine.operations import StackOperations
 from converge.errors import (
+    ConvergeError,
     NotFound,
     PermanentFailure,
     ReplacementRequired,
@@ -484,7 +486,10 @@ class Worker:
             return
         self._active.add(claimed.id)
         try:
-            ctx = self._context(stack, claimed)
+            ctx = dataclasses.replace(
+                self._context(stack, claimed),
+                deletion_policy=await self._stated_deletion_policy(claimed),
+            )
             await self._run(stack, claimed, plugin.delete, ctx, applied_state(claimed))
         except ActionFailed as failed:
             await self._fail_resource(stack, claimed, Action.DELETE, failed.reason)
@@ -508,6 +513,20 @@ class Worker:
                 )
             ],
         )
+
+    async def _stated_deletion_policy(self, row: ResourceRecord) -> str | None:
+        """The deletion_policy the template that last converged ``row`` wrote out; None when
+        it left the default (or that template cannot be read: the safe answer)."""
+        if row.current_template_id is None:
+            return None
+        try:
+            definition = await self.ctx.definitions.get(row.current_template_id)
+        except ConvergeError:
+            return None
+        resource = definition.resources.get(row.name)
+        if resource is None or not resource.deletion_policy_stated:
+            return None
+        return resource.deletion_policy
 
     # --- shared steps ------------------------------------------------------------------
 

@@ -89,6 +89,10 @@ class ResourceContext:
     # The traversal compares with observed reality (Heat's ``converge: true``): what a
     # plugin converges inside (a nested stack) should do the same.
     converge: bool = False
+    # On delete: the deletion_policy the resource's template wrote out (``Delete``,
+    # ``Snapshot``); None when it left the default. Lets a plugin keep what it adopted
+    # unless told explicitly to delete it.
+    deletion_policy: str | None = None
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (None: no deadline)."""

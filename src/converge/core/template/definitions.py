@@ -41,6 +41,7 @@ class ResourceDefinition:
     requires: frozenset[str] = frozenset()  # explicit and implicit
     metadata: Any = None
     deletion_policy: str = "Delete"
+    deletion_policy_stated: bool = False  # written in the template, not the default
     update_policy: Any = None
     external_id: Any = None
     description: str = ""

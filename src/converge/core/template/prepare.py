@@ -348,6 +348,7 @@ class _Preparer:
             requires=frozenset(requires),
             metadata=metadata,
             deletion_policy=deletion_policy,
+            deletion_policy_stated=raw.get("deletion_policy") is not None,
             update_policy=update_policy,
             external_id=external_id,
             description=description,
