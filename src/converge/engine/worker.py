@@ -283,7 +283,13 @@ class Worker:
     ) -> None:
         """Claim the row, run create or update, store the result and report it."""
         while True:
-            claimed = await self._claim(stack, target, action, "state changed")
+            # Before a create, its properties are stored as the intent: a create that fails
+            # or is interrupted before it records an id can still be found and deleted
+            # (the server it was made on, the name it was given).
+            intent = (
+                properties if action == Action.CREATE and not target.physical_resource_id else None
+            )
+            claimed = await self._claim(stack, target, action, "state changed", intent=intent)
             if claimed is None:
                 return
             self._active.add(claimed.id)
@@ -546,20 +552,29 @@ class Worker:
             return None
 
     async def _claim(
-        self, stack: StackRecord, row: ResourceRecord, action: Action, reason: str
+        self,
+        stack: StackRecord,
+        row: ResourceRecord,
+        action: Action,
+        reason: str,
+        *,
+        intent: Mapping[str, Any] | None = None,
     ) -> ResourceRecord | None:
         """Take the row for this engine (compare-and-swap) and mark the action started."""
         check_resource_transition(row.name, (row.action, row.status), (action, Status.IN_PROGRESS))
+        changes: dict[str, Any] = {
+            "engine_id": self.ctx.engine_id,
+            "action": action,
+            "status": Status.IN_PROGRESS,
+            "status_reason": reason,
+            "hook_pending": None,
+        }
+        if intent is not None:
+            changes["properties_data"] = dict(intent)
         return await self.ctx.store.update_resource(
             row.id,
             row.atomic_key,
-            {
-                "engine_id": self.ctx.engine_id,
-                "action": action,
-                "status": Status.IN_PROGRESS,
-                "status_reason": reason,
-                "hook_pending": None,
-            },
+            changes,
             events=[_event(row, action, Status.IN_PROGRESS, reason, row.physical_resource_id)],
             stack_id=stack.id,
             current=row,
