@@ -23,8 +23,6 @@ if TYPE_CHECKING:
 URL_VARIABLE = "CONVERGE_POSTGRES_URL"
 DEFAULT_CONNECT_TIMEOUT = 5.0
 MAX_IDENTIFIER = 63
-# Who made a role or database: its comment, so cleanup never drops what a replacement adopted.
-MARKER_PREFIX = "converge:"
 
 
 def server_url(
