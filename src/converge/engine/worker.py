@@ -134,9 +134,11 @@ class Worker:
         try:
             properties = resource.resolve_properties(data)
         except TemplateError as exc:
-            await self._fail_resource(
-                stack, target, action, f"Error: resources.{target.name}: {exc}"
-            )
+            # The action starts and fails at once (a settled row cannot fail unstarted).
+            claimed = await self._claim(stack, target, action, "state changed")
+            if claimed is not None:
+                reason = f"Error: resources.{target.name}: {exc}"
+                await self._fail_resource(stack, claimed, action, reason)
             return
         plugin = await self._plugin_or_fail(stack, target, resource.implementation_type, action)
         if plugin is None:
