@@ -76,7 +76,9 @@ def plugin_problems(
             continue  # a nested stack: its template is checked by ``nested_problems``
         plugin = registry.plugin(resource.implementation_type)
         for name, message in plugin.validate(_known_properties(resource.properties), context):
-            problems.append(resource.where.child("properties", name).error(message))
+            # A plugin's message may quote a value from a hidden parameter.
+            shown = definition.hidden_values.scrub(message)
+            problems.append(resource.where.child("properties", name).error(shown))
     return problems
 
 

@@ -674,6 +674,7 @@ class Worker:
         self, stack: StackRecord, row: ResourceRecord, action: Action, reason: str
     ) -> None:
         check_resource_transition(row.name, (row.action, row.status), (action, Status.FAILED))
+        reason = await self._without_hidden_values(stack, row, reason)
         failed = await self.ctx.store.update_resource(
             row.id,
             row.atomic_key,
@@ -699,6 +700,20 @@ class Worker:
         current = await self.ctx.store.get_stack(stack.id)
         if current.current_traversal not in ("", stack.current_traversal):
             await self.retrigger(stack.id, current.current_traversal, {row.id})
+
+    async def _without_hidden_values(
+        self, stack: StackRecord, row: ResourceRecord, reason: str
+    ) -> str:
+        """A failure's reason with the stack's hidden parameter values masked: a plugin's
+        message may quote a value that came from one (a role name, a path)."""
+        ids = {stack.raw_template_id, row.current_template_id}
+        for template_id in sorted(i for i in ids if i is not None):
+            try:
+                definition = await self.ctx.definitions.get(template_id)
+            except ConvergeError:
+                continue
+            reason = definition.hidden_values.scrub(reason)
+        return reason
 
     async def _run(
         self,
