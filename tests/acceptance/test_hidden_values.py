@@ -137,3 +137,33 @@ async def test_a_plugin_failure_does_not_quote_a_hidden_value(
     finally:
         with psycopg.connect(postgres_server, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
+
+
+async def test_drift_of_a_value_from_a_hidden_parameter_is_masked(
+    cv: Converge, postgres_server: str
+) -> None:
+    group, name = (f"cvh_{uuid.uuid4().hex[:10]}" for _ in range(2))
+    body = template(3)
+    body["resources"]["role"]["properties"].update(
+        server_url=postgres_server, name=name, member_of=[{"get_param": "secret"}]
+    )
+    try:
+        with psycopg.connect(postgres_server, autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE ROLE {}").format(sql.Identifier(group)))
+        created = await cv.create_stack("hidden", body, parameters={"secret": group})
+        assert created.stack_status == "CREATE_COMPLETE", created.stack_status_reason
+        with psycopg.connect(postgres_server, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(group), sql.Identifier(name))
+            )
+        await cv.check_stack("hidden")
+        drift = {view.resource_name: view for view in await cv.drift("hidden")}["role"]
+        assert drift.drift_status == "MODIFIED"
+        assert drift.drift_detail == {"member_of": {"wanted": "******", "found": "******"}}
+        reasons = [event.resource_status_reason for event in await cv.list_events("hidden")]
+        assert not [text for text in reasons if group in text]
+        await cv.delete_stack("hidden")
+    finally:
+        with psycopg.connect(postgres_server, autocommit=True) as conn:
+            for role in (name, group):
+                conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from converge.core.drift import compare
 from converge.core.hidden import HiddenValues
 from converge.core.schema import Constraint, PropertySchema, PropertyType, validate_properties
 
@@ -62,3 +63,11 @@ def test_a_property_the_type_declares_hidden_is_never_quoted() -> None:
         "expected an integer, got a hidden value",
         "expected an integer, got a hidden value",
     ]
+
+
+def test_drift_masks_what_a_hidden_parameter_gave() -> None:
+    drift = compare({"a": "pw=hunter2SECRET", "b": 1}, {"a": "pw=x", "b": 2}, (), SECRETS.conceals)
+    assert drift.detail == {
+        "a": {"wanted": "******", "found": "******"},
+        "b": {"wanted": 1, "found": 2},
+    }

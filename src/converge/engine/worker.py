@@ -243,7 +243,13 @@ class Worker:
         except ActionFailed as failed:
             raise ActionFailed(f"{failed.reason} (while observing its reality)") from failed
         essence = None if live is None else dict(plugin.essence(live))
-        drift = compare(plugin.essence(row.properties_data), essence, _hidden_properties(plugin))
+        hidden_values = await self.ctx.hidden_values(row.current_template_id)
+        drift = compare(
+            plugin.essence(row.properties_data),
+            essence,
+            _hidden_properties(plugin),
+            hidden_values.conceals,
+        )
         if drift.status == DriftStatus.IN_SYNC:
             return Observation(essence, drift, MISSING)  # decide as without reality
         if live is None:
@@ -708,11 +714,7 @@ class Worker:
         message may quote a value that came from one (a role name, a path)."""
         ids = {stack.raw_template_id, row.current_template_id}
         for template_id in sorted(i for i in ids if i is not None):
-            try:
-                definition = await self.ctx.definitions.get(template_id)
-            except ConvergeError:
-                continue
-            reason = definition.hidden_values.scrub(reason)
+            reason = (await self.ctx.hidden_values(template_id)).scrub(reason)
         return reason
 
     async def _run(
