@@ -87,9 +87,8 @@ async def test_an_existing_role_is_refused_untouched_and_never_dropped(
     with pytest.raises(PermanentFailure) as caught:
         await plugin.create(ctx, props)
     assert str(caught.value) == (
-        f"app_role: role {name!r} already exists and was not made by converge, not by stack "
-        "'it', resource 'app_role'; set adopt: true to manage it (it is then left in place "
-        "on delete)"
+        f"app_role: role {name!r} already exists and was not made by converge (stack 'it', "
+        "resource 'app_role'); set adopt: true to manage it (it is then left in place on delete)"
     )
     assert role_row(postgres_server, name) == before  # still LOGIN, same password, comment
     # Neither a failed create (no id) nor a row that somehow recorded it drops it.
@@ -131,7 +130,10 @@ async def test_a_role_another_stack_manages_is_refused_naming_that_stack(
     props = {"server_url": postgres_server, "name": name}
     theirs = dataclasses.replace(make_context("db_user"), stack_id="other", stack_name="billing")
     await PostgresRole().create(theirs, props)
-    with pytest.raises(PermanentFailure, match="is managed by converge stack 'billing', resource"):
+    with pytest.raises(
+        PermanentFailure,
+        match="is managed by converge stack 'billing', resource 'db_user', not by stack 'it'",
+    ):
         await PostgresRole().create(make_context("db_user"), props)
 
 

@@ -164,13 +164,14 @@ def takeover_marker(
         return marker.taken_over_by(ctx)
     if adopt:
         return Marker.adopting(ctx, comment)
-    maker = (
-        "was not made by converge" if marker is None else f"is managed by {marker.owner_words()}"
-    )
+    here = f"stack {ctx.stack_name!r}, resource {ctx.resource_name!r}"
+    if marker is None:
+        whose = f"was not made by converge ({here})"
+    else:
+        whose = f"is managed by {marker.owner_words()}, not by {here}"
     raise PermanentFailure(
-        f"{ctx.resource_name}: {kind} {name!r} already exists and {maker}, not by stack "
-        f"{ctx.stack_name!r}, resource {ctx.resource_name!r}; set adopt: true to manage it "
-        "(it is then left in place on delete)"
+        f"{ctx.resource_name}: {kind} {name!r} already exists and {whose}; set adopt: true "
+        "to manage it (it is then left in place on delete)"
     )
 
 
