@@ -251,3 +251,15 @@ async def test_a_database_create_interrupted_before_its_id_was_recorded_is_delet
     assert database_comment(postgres_server, staging) == []
     await plugin.delete(staged_ctx, AppliedState(name, props))
     assert database_comment(postgres_server, name) == []
+
+
+async def test_adopt_with_nothing_to_adopt_makes_one_of_its_own(
+    postgres_server: str, names: list[str], make_context: MakeContext
+) -> None:
+    plugin, ctx = PostgresRole(), make_context("role")
+    name = unique(names)
+    props = {"server_url": postgres_server, "name": name, "adopt": True}
+    await plugin.create(ctx, props)
+    assert '"adopted"' not in str((role_row(postgres_server, name) or ())[3])
+    await plugin.delete(ctx, AppliedState(name, props))
+    assert role_row(postgres_server, name) is None

@@ -36,7 +36,8 @@ ADOPT = PropertySchema(
     "Manage an existing one that converge did not make (otherwise finding one is an error). "
     "Its properties are converged to the template (a role's password only when the template "
     "sets one); on delete it is left in place, its comment restored, unless the resource's "
-    "deletion_policy says Delete explicitly. Only read when the resource is created.",
+    "deletion_policy says Delete explicitly. When none exists, one is made and is converge's "
+    "own. Only read when the resource is created.",
     default=False,
     update_allowed=True,
 )
