@@ -155,15 +155,15 @@ from converge.resources.registry import PluginRegistry, default_registry
 
 root, role, url = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 normal, registry = default_registry(), PluginRegistry()
-# After each create made its thing, say so and hang: the test kills this engine there,
-# before the engine records an id.
-for name in ("PostgreSQL::Role", "PostgreSQL::Database"):
-    base = type(normal.plugin(name))
-    async def create(self, ctx, properties, _base=base):
-        await _base.create(self, ctx, properties)
-        (root / f"made-{ctx.resource_name}").touch()
-        await asyncio.sleep(3600)
-    registry.register(type("Hanging" + base.__name__, (base,), {"create": create}), type_name=name)
+registry.register(type(normal.plugin("PostgreSQL::Role")), type_name="PostgreSQL::Role")
+# After the database's create made it, say so and hang: the test kills this engine there,
+# before the engine records an id. The role it belongs to was created and recorded.
+base = type(normal.plugin("PostgreSQL::Database"))
+async def create(self, ctx, properties):
+    await base.create(self, ctx, properties)
+    (root / "made-db").touch()
+    await asyncio.sleep(3600)
+registry.register(type("Hanging", (base,), {"create": create}), type_name="PostgreSQL::Database")
 settings = EngineSettings(allowed_roots=(root,), sweep_interval=0.1, heartbeat_interval=0.2,
                           engine_stale_after=1.0)
 template = {
@@ -173,7 +173,8 @@ template = {
         "role": {"type": "PostgreSQL::Role", "properties": {
             "name": {"get_param": "name"}, "server_url": {"get_param": "url"}}},
         "db": {"type": "PostgreSQL::Database", "properties": {
-            "name": {"get_param": "name"}, "server_url": {"get_param": "url"}}},
+            "name": {"get_param": "name"}, "server_url": {"get_param": "url"},
+            "owner": {"get_resource": "role"}}},
     },
 }
 async def main():
@@ -186,16 +187,16 @@ asyncio.run(main())
 async def test_creates_killed_before_their_ids_were_recorded_are_deleted_by_destroy(
     root: Path, postgres_server: str, names: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The server is named only by a property: the create's stored intent finds it."""
+    """The server is named only by a property: the create's stored intent finds it. The
+    database is owned by the role: its stored requirements delete it before the role."""
     monkeypatch.delenv("CONVERGE_POSTGRES_URL", raising=False)
     name = unique(names)
     program = root / "crash.py"
     program.write_text(textwrap.dedent(CRASHING))
     crashing = subprocess.Popen([sys.executable, str(program), str(root), name, postgres_server])
     try:
-        made = [root / "made-role", root / "made-db"]
         deadline = time.monotonic() + 30
-        while not all(path.exists() for path in made) and crashing.poll() is None:
+        while not (root / "made-db").exists() and crashing.poll() is None:
             assert time.monotonic() < deadline, "the creates did not run"
             await asyncio.sleep(0.05)
         assert crashing.poll() is None, "the crashing engine ended by itself"

@@ -291,12 +291,13 @@ class Worker:
     ) -> None:
         """Claim the row, run create or update, store the result and report it."""
         while True:
-            # Before a create, its properties are stored as the intent: a create that fails
-            # or is interrupted before it records an id can still be found and deleted
-            # (the server it was made on, the name it was given).
-            intent = (
-                properties if action == Action.CREATE and not target.physical_resource_id else None
-            )
+            # Before a create, what it is made from is stored as its intent: a create that
+            # fails or is interrupted before it records an id can still be found and
+            # deleted (the server it was made on, the name it was given), after what it
+            # depends on has been deleted in reverse order.
+            intent = None
+            if action == Action.CREATE and not target.physical_resource_id:
+                intent = {"properties_data": dict(properties), "requires": requires}
             claimed = await self._claim(stack, target, action, "state changed", intent=intent)
             if claimed is None:
                 return
@@ -568,7 +569,8 @@ class Worker:
         *,
         intent: Mapping[str, Any] | None = None,
     ) -> ResourceRecord | None:
-        """Take the row for this engine (compare-and-swap) and mark the action started."""
+        """Take the row for this engine (compare-and-swap) and mark the action started;
+        ``intent`` holds columns to store with the claim (a create's properties, requires)."""
         check_resource_transition(row.name, (row.action, row.status), (action, Status.IN_PROGRESS))
         changes: dict[str, Any] = {
             "engine_id": self.ctx.engine_id,
@@ -578,7 +580,7 @@ class Worker:
             "hook_pending": None,
         }
         if intent is not None:
-            changes["properties_data"] = dict(intent)
+            changes.update(intent)
         return await self.ctx.store.update_resource(
             row.id,
             row.atomic_key,
