@@ -263,3 +263,14 @@ async def test_adopt_with_nothing_to_adopt_makes_one_of_its_own(
     assert '"adopted"' not in str((role_row(postgres_server, name) or ())[3])
     await plugin.delete(ctx, AppliedState(name, props))
     assert role_row(postgres_server, name) is None
+
+
+@pytest.mark.parametrize("plugin", [PostgresRole(), PostgresDatabase()], ids=["role", "db"])
+async def test_a_create_on_an_unreachable_server_does_not_block_delete(
+    plugin: PostgresRole | PostgresDatabase, make_context: MakeContext
+) -> None:
+    """A wrong server URL fails the create; deleting that row must not fail forever."""
+    ctx, props = make_context("r"), {"server_url": "postgresql://u@127.0.0.1:1/x", "name": "n"}
+    await plugin.delete(ctx, AppliedState(None, props))
+    with pytest.raises(PermanentFailure, match="is not reachable"):
+        await plugin.delete(ctx, AppliedState("n", props))  # it was made there: say so

@@ -25,6 +25,10 @@ DEFAULT_CONNECT_TIMEOUT = 5.0
 MAX_IDENTIFIER = 63
 
 
+class ServerUnreachable(PermanentFailure):
+    """The server could not be connected to (nothing was sent to it)."""
+
+
 def server_url(
     properties: Mapping[str, Any], settings: Mapping[str, Any], resource: str
 ) -> str | None:
@@ -99,7 +103,7 @@ async def connect(
         )
     except psycopg.Error as exc:
         reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-        raise PermanentFailure(
+        raise ServerUnreachable(
             f"{resource}: PostgreSQL server {redact(url)} is not reachable: {reason}"
         ) from None
     try:

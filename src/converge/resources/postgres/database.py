@@ -28,6 +28,7 @@ from converge.resources.base import (
     ValidationContext,
 )
 from converge.resources.postgres.connection import (
+    ServerUnreachable,
     connect,
     identifier_for,
     require_url,
@@ -148,6 +149,17 @@ class PostgresDatabase(ResourcePlugin):
         url = server_url(current.properties, ctx.settings, ctx.resource_name)
         if url is None:
             return
+        try:
+            await self._delete(ctx, current, url)
+        except ServerUnreachable:
+            if current.physical_id is not None:
+                raise
+            # A create that never recorded an id, on a server that cannot be reached (a
+            # wrong URL, most likely what failed it): nothing of it can be found, and
+            # failing would keep the stack from ever being deleted.
+            ctx.logger.warning("no %s to delete: its server is not reachable", "database")
+
+    async def _delete(self, ctx: ResourceContext, current: AppliedState, url: str) -> None:
         from psycopg import sql
 
         async with connect(url, ctx.resource_name, ctx.settings) as connection:
