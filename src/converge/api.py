@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from converge.adapters.local_bus import LocalBus
-from converge.adapters.sql.store import SqlStore, sqlite_url
+from converge.adapters.sql.store import SqlStore
 from converge.core.decide import MISSING, Change, decide_update
 from converge.core.states import Action, Status
 from converge.core.template import (
@@ -45,7 +45,7 @@ from converge.engine.validation import prepare_definition
 from converge.engine.worker import resource_state
 from converge.errors import Conflict, InvalidRequest, NotFound, TemplateError
 from converge.messages import CheckResource
-from converge.records import StackRecord
+from converge.records import NewTemplate, StackRecord
 from converge.resources.builtin import world
 from converge.resources.registry import PluginRegistry
 from converge.views import DriftView, EventView, PlannedChange, ResourceView, StackView
@@ -85,8 +85,13 @@ class Converge:
         *,
         settings: EngineSettings | None = None,
         registry: PluginRegistry | None = None,
+        read_only: bool = False,
     ) -> AsyncIterator[Converge]:
         """The embedded default: a SQLite file and an in-process bus.
+
+        A missing file is a new state (made 0600). ``read_only=True`` only reads: no
+        engine runs (no service row, heartbeat or migration), the file may be read-only,
+        and a missing one is ``NotFound``; reading calls (get, list, events, outputs) work.
 
         The built-in test types keep their simulated reality (the test world) beside the
         state file unless ``settings.plugin_settings["test_world"]`` names another file.
@@ -98,7 +103,8 @@ class Converge:
                 world.SETTING: str(world.world_path_for(state)),
             }
             settings = dataclasses.replace(settings, plugin_settings=plugin_settings)
-        async with cls.open(sqlite_url(state), settings=settings, registry=registry) as cv:
+        store = SqlStore.open_file(state, read_only=read_only)
+        async with cls._over(store, settings, registry, start=not read_only) as cv:
             yield cv
 
     @classmethod
@@ -110,14 +116,29 @@ class Converge:
         settings: EngineSettings | None = None,
         registry: PluginRegistry | None = None,
     ) -> AsyncIterator[Converge]:
-        store = SqlStore.open(database_url)
+        async with cls._over(SqlStore.open(database_url), settings, registry, start=True) as cv:
+            yield cv
+
+    @classmethod
+    @asynccontextmanager
+    async def _over(
+        cls,
+        store: SqlStore,
+        settings: EngineSettings | None,
+        registry: PluginRegistry | None,
+        *,
+        start: bool,
+    ) -> AsyncIterator[Converge]:
         engine = Engine(store, LocalBus(), registry=registry, settings=settings)
         try:
-            await engine.start()
+            if start:
+                await engine.start()
             yield cls(engine)
         finally:
-            await engine.stop()
-            await store.close()
+            try:
+                await engine.stop()
+            finally:
+                await store.close()
 
     @asynccontextmanager
     async def serving(self) -> AsyncIterator[Any]:
@@ -198,7 +219,8 @@ class Converge:
         definition = self._prepare(
             loaded, environment, files, parameters, StackIdentity(name, stack_id, self.project_id)
         )
-        await self._store.create_stack(
+        # The stack and its template in one transaction: never one without the other.
+        created = await self._store.create_stack(
             name,
             self.project_id,
             action=Action.CREATE,
@@ -207,10 +229,10 @@ class Converge:
             drift_policy=drift_policy,
             tags=tags,
             stack_id=stack_id,
+            template=NewTemplate(loaded.data, environment.to_data(), files, parameters),
         )
-        template_id = await self._store.add_template(
-            stack_id, loaded.data, environment.to_data(), files, parameters
-        )
+        template_id = created.raw_template_id
+        assert template_id is not None  # stored with the stack, just above
         self._ctx.definitions.put(template_id, definition)
         await self.engine.operations.converge(stack_id, template_id, definition, Action.CREATE)
         return await self._settle(stack_id, wait)
@@ -244,7 +266,12 @@ class Converge:
             raise InvalidRequest("a template is required unless the update is a PATCH (existing)")
         if drift_policy is not None:
             _check_drift_policy(drift_policy)
-        assert stack.raw_template_id is not None
+        if stack.raw_template_id is None:
+            # Only a state written before stacks and templates were stored together.
+            raise Conflict(
+                f"stack {stack.name} has no template (its create was interrupted before the "
+                "template was stored): `converge destroy` it, then apply again"
+            )
         stored = await self._store.get_template(stack.raw_template_id)
         previous = await self._ctx.definitions.get(stack.raw_template_id)
         loaded = (
@@ -514,9 +541,12 @@ class Converge:
         )
 
     async def _find(self, name_or_id: str, *, include_deleted: bool = False) -> StackRecord:
-        return await self._store.find_stack(
-            name_or_id, self.project_id, include_deleted=include_deleted
-        )
+        try:
+            return await self._store.find_stack(
+                name_or_id, self.project_id, include_deleted=include_deleted
+            )
+        except NotFound:
+            raise NotFound(f"stack {name_or_id!r} not found in {self._store.location}") from None
 
     async def _settle(self, stack_id: str, wait: bool) -> StackView:
         if wait:

@@ -20,6 +20,16 @@ class TemplateRecord:
 
 
 @dataclass(frozen=True)
+class NewTemplate:
+    """A template stored together with a new stack, in the stack's own transaction."""
+
+    template: Mapping[str, Any]
+    environment: Mapping[str, Any]
+    files: Mapping[str, str]
+    parameters: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
 class StackRecord:
     id: str
     name: str

@@ -7,6 +7,7 @@ import click
 from converge import __version__
 from converge.cli.drift_commands import register as register_drift_commands
 from converge.cli.stack_commands import register as register_stack_commands
+from converge.cli.state_commands import register as register_state_commands
 from converge.cli.validate import validate
 
 
@@ -19,3 +20,4 @@ def main() -> None:
 main.add_command(validate)
 register_stack_commands(main)
 register_drift_commands(main)
+register_state_commands(main)

@@ -105,15 +105,23 @@ def _stack_name(name: str | None, template: str) -> str:
 
 
 @asynccontextmanager
-async def _open(state: str, *, must_exist: bool) -> AsyncIterator[Converge]:
-    """The embedded converge over ``state``; reading commands do not create a missing file."""
+async def _open(
+    state: str, *, must_exist: bool, read_only: bool = False
+) -> AsyncIterator[Converge]:
+    """The embedded converge over ``state``; reading commands do not create a missing file.
+
+    ``read_only``: the file is opened for reading alone and no engine runs (no service
+    row, heartbeat or migration), so reading is cheap and works on a read-only file.
+    """
     if must_exist and not Path(state).exists():
         raise NotFound(
-            f"no state file at {state}: no stacks yet (--state or CONVERGE_STATE chooses the file)"
+            f"no state file at {Path(state).absolute()}: no stacks yet "
+            "(--state or CONVERGE_STATE chooses the file)"
         )
     from converge.api import Converge
 
-    async with Converge.embedded(state, settings=embedded_settings(state)) as cv:
+    settings = embedded_settings(state)
+    async with Converge.embedded(state, settings=settings, read_only=read_only) as cv:
         yield cv
 
 
@@ -360,7 +368,7 @@ def _confirm_destroy(name: str, state: str, debug: bool, log_json: bool) -> None
     """Ask before deleting, outside the event loop (a prompt must not block the engine)."""
 
     async def check(session: Session) -> int:
-        async with _open(state, must_exist=True) as cv:
+        async with _open(state, must_exist=True, read_only=True) as cv:
             await cv.get_stack(name)
         return EXIT_OK
 
@@ -386,7 +394,7 @@ def _reader(
     """Run ``read`` against the state file, then print its result as JSON or with ``show``."""
 
     async def body(session: Session) -> int:
-        async with _open(state, must_exist=True) as cv:
+        async with _open(state, must_exist=True, read_only=True) as cv:
             result = await read(cv)
         if fmt == output.Format.JSON:
             output.print_json(result)

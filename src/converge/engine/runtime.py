@@ -106,6 +106,8 @@ class Engine:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await self.operations.close()
+        if self.ctx.store.failure is not None:
+            return  # the state is unusable: the error that stopped the run is what to report
         await self.ctx.store.remove_service(self.engine_id)
         log.info("engine stopped", extra={"engine_id": self.engine_id})
 
