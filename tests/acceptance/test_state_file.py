@@ -198,3 +198,131 @@ def test_backup_is_a_sound_copy_and_refuses_to_overwrite(workdir: Path) -> None:
     assert damaged.code == 5 and "no backup was written" in damaged.stderr, damaged.stderr
     assert (workdir / "copy.db").read_bytes() == good
     assert [p.name for p in workdir.iterdir() if p.name.endswith(".partial")] == []
+
+
+def test_stack_not_found_names_the_state_searched(workdir: Path) -> None:
+    ran = cli("show", "nope", "--state", "s.db", cwd=workdir)
+    assert ran.code == 3
+    assert f"stack 'nope' not found in {workdir / 's.db'}" in ran.stderr
+
+
+def test_reading_commands_only_read_even_while_another_process_writes(workdir: Path) -> None:
+    """No engine, service row, heartbeat or migration: a held write lock does not stop
+    them (an engine would wait 30 s for it to register itself)."""
+    writer = sqlite3.connect(workdir / "s.db", isolation_level=None)
+    try:
+        writer.execute("BEGIN IMMEDIATE")
+        for command in (["show", "t"], ["resources", "t"], ["events", "t"], ["outputs", "t"]):
+            ran = cli(*command, "--state", "s.db", "-f", "json", cwd=workdir)
+            assert ran.code == 0, (command, ran.stderr)
+            assert ran.seconds < 10, (command, ran.seconds)
+        listed = cli("list", "--state", "s.db", "-f", "json", cwd=workdir)
+        assert [s["stack_name"] for s in listed.json()] == ["t"]  # type: ignore[attr-defined]
+        assert writer.execute("SELECT count(*) FROM service").fetchone() == (0,)
+    finally:
+        writer.close()
+
+
+# --- a read-only or full disk: made in a private mount namespace ---------------------
+
+
+def _private_mounts() -> list[str]:
+    """How to run a command with mounts of its own (root, or an unprivileged user
+    namespace); skips the test when this machine allows neither."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("needs unshare(1) to mount a read-only or a full disk privately")
+    prefix = [unshare, "--mount"] if os.geteuid() == 0 else [unshare, "-r", "--mount"]
+    probe = subprocess.run([*prefix, "mount", "-t", "tmpfs", "none", "/mnt"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot mount privately here ({probe.stderr.decode().strip()})")
+    return prefix
+
+
+def in_private_mounts(script: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``sh -c script`` with private mounts; ``$CONVERGE`` runs the command."""
+    launcher = cwd / "converge.sh"
+    launcher.write_text(
+        f'#!/bin/sh\nexec {sys.executable} -c "from converge.cli.main import main; main()" "$@"\n'
+    )
+    launcher.chmod(0o755)
+    try:
+        return subprocess.run(
+            [*_private_mounts(), "sh", "-euc", script],
+            cwd=cwd,
+            env={
+                **{k: v for k, v in os.environ.items() if not k.startswith("CONVERGE_")},
+                "CONVERGE": str(launcher),
+            },
+            capture_output=True,
+            text=True,
+            timeout=4 * SECONDS,
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"did not end: ...{(exc.stderr or b'')[-1500:]!r}")
+
+
+def test_reading_commands_work_on_a_read_only_disk_and_apply_says_why_not(
+    workdir: Path,
+) -> None:
+    (workdir / "disk").mkdir()
+    for name in ("s.db", "s.db.world.db"):
+        shutil.move(workdir / name, workdir / "disk" / name)
+    ran = in_private_mounts(
+        "mount --bind disk disk && mount -o remount,ro,bind disk\n"
+        "$CONVERGE show t --state disk/s.db -f json > show.json\n"
+        "$CONVERGE list --state disk/s.db -f json > list.json\n"
+        "$CONVERGE state check --state disk/s.db\n"
+        "set +e; $CONVERGE apply t.yaml --state disk/s.db; echo $? > apply.code\n",
+        workdir,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads((workdir / "show.json").read_text())["stack_status"] == "CREATE_COMPLETE"
+    assert [s["stack_name"] for s in json.loads((workdir / "list.json").read_text())] == ["t"]
+    assert (workdir / "apply.code").read_text().strip() == "5"
+    assert f"error: state {workdir / 'disk' / 's.db'}: unable to open database file" in ran.stderr
+    assert "is read-only" in ran.stderr
+
+
+BIG = "heat_template_version: 2018-08-31\nresources:\n" + "".join(
+    f"  r{i}:\n    type: OS::Heat::TestResource\n    properties:\n      value: {'x' * 3000}{i}\n"
+    for i in range(40)
+)
+
+
+def test_a_full_disk_stops_apply_and_leaves_no_stack_without_its_template(
+    workdir: Path,
+) -> None:
+    """A full disk ends the run at once with exit 5 (it retried forever). When the big
+    template does not fit, no stack is left behind without it (the next apply met such
+    a stack and exited 70); when the traversal's writes do not fit, the next apply, with
+    space freed, finishes the stack."""
+    (workdir / "big.yaml").write_text(BIG)
+    (workdir / "disk").mkdir()
+    for name in ("s.db", "s.db.world.db"):
+        shutil.move(workdir / name, workdir / "disk" / name)
+    ran = in_private_mounts(
+        "cp -r disk saved && mount -t tmpfs -o size=4m none disk && cp saved/* disk/\n"
+        "fill() { dd if=/dev/zero of=disk/filler bs=4096 2>/dev/null"
+        " count=$(( ($(df -k --output=avail disk | tail -1) - $1) / 4 )); }\n"
+        "set +e\n"
+        "fill 96; $CONVERGE apply big.yaml --state disk/s.db; echo $? > template.code\n"
+        "rm disk/filler; $CONVERGE show big --state disk/s.db; echo $? > show.code\n"
+        "fill 200; start=$(date +%s)\n"
+        "$CONVERGE apply big.yaml --state disk/s.db; echo $? > traversal.code\n"
+        "echo $(( $(date +%s) - start )) > traversal.seconds\n"
+        "set -e; rm disk/filler\n"
+        "$CONVERGE apply big.yaml --state disk/s.db -f json > after.json\n"
+        "$CONVERGE state check --state disk/s.db\n",
+        workdir,
+    )
+    state = workdir / "disk" / "s.db"
+    assert (workdir / "template.code").read_text().strip() == "5", ran.stderr
+    assert (workdir / "show.code").read_text().strip() == "3", ran.stderr  # no stack
+    assert (workdir / "traversal.code").read_text().strip() == "5", ran.stderr
+    assert int((workdir / "traversal.seconds").read_text()) < SECONDS
+    full = f"error: state {state}: database or disk is full: free space on the disk"
+    assert ran.stderr.count(full) == 2, ran.stderr
+    assert "Traceback" not in ran.stderr and "check failed" not in ran.stderr
+    assert ran.returncode == 0, ran.stderr  # the apply after freeing space, and the check
+    assert json.loads((workdir / "after.json").read_text())["stack_status"] == "UPDATE_COMPLETE"

@@ -23,7 +23,7 @@ from converge.engine.drift import DriftHandler
 from converge.engine.operations import StackOperations
 from converge.engine.settings import EngineSettings
 from converge.engine.worker import Worker
-from converge.errors import ConvergeError
+from converge.errors import ConvergeError, StateError
 from converge.messages import CheckResource, MessageError
 from converge.ports import Bus, Clock
 from converge.records import ServiceRecord, StackRecord
@@ -136,6 +136,10 @@ class Engine:
         try:
             async with self._semaphore:
                 await self.worker.check(message)
+        except StateError as exc:  # the run stops and says so once, not once per node
+            log.debug(
+                "check stopped: the state failed", extra={"node": str(node), "error": str(exc)}
+            )
         except ConvergeError as exc:
             log.error("check failed", extra={"node": str(node), "error": str(exc)})
         except Exception:
@@ -221,6 +225,8 @@ class Engine:
             await asyncio.sleep(interval)
             try:
                 await job()
+            except StateError as exc:
+                log.debug("periodic job stopped: the state failed", extra={"error": str(exc)})
             except ConvergeError as exc:
                 log.warning("periodic job failed", extra={"job": job.__name__, "error": str(exc)})
             except Exception:

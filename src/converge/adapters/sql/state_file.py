@@ -11,9 +11,11 @@ itself is unusable (damaged, full, unreadable) become ``StateError``: fatal, nev
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import sqlite3
+import tempfile
 from pathlib import Path
 
 from converge.errors import NotFound, StateError
@@ -75,7 +77,12 @@ def prepare(path: str | os.PathLike[str], *, create: bool) -> Path:
 
 
 def _create(state: Path) -> None:
-    """A new state: the directory 0700 when converge makes it, the file 0600 from birth."""
+    """A new state: the directory 0700 when converge makes it, the file 0600 from birth.
+
+    The file is made as a SQLite database beside its place and linked there only when
+    nothing is there yet, so another converge starting at the same moment never sees an
+    empty file (which it would refuse) and neither overwrites the other's.
+    """
     if not state.parent.exists():
         try:
             state.parent.mkdir(mode=0o700, parents=True)
@@ -86,11 +93,25 @@ def _create(state: Path) -> None:
                 str(state), f"cannot make its directory {state.parent}: {_os_reason(exc)}"
             ) from exc
     try:
-        os.close(os.open(state, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-    except FileExistsError:
-        pass  # made a moment ago by another converge: SQLite opens it as it finds it
+        handle, name = tempfile.mkstemp(prefix=f".{state.name}.", suffix=".new", dir=state.parent)
     except OSError as exc:
         raise StateError(str(state), f"cannot create it: {_os_reason(exc)}") from exc
+    os.close(handle)
+    try:
+        conn = sqlite3.connect(name)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")  # writes the header: no longer empty
+        finally:
+            conn.close()
+        os.link(name, state)
+    except FileExistsError:
+        pass  # made a moment ago by another converge: open that one
+    except (OSError, sqlite3.Error) as exc:
+        raise StateError(str(state), f"cannot create it: {exc}") from exc
+    finally:
+        for leftover in (name, f"{name}-wal", f"{name}-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(leftover)
 
 
 def _check_header(state: Path, size: int) -> None:
