@@ -150,3 +150,6 @@ class ServiceRecord:
     roles: tuple[str, ...]
     started_at: float
     heartbeat_at: float
+    # "<boot id>:<start ticks>" of the process (None where /proc cannot tell): with the
+    # host and pid, it tells a dead engine of this host from a live one at once.
+    process_start: str | None = None

@@ -369,3 +369,13 @@ async def test_a_schema_from_a_newer_converge_is_refused(tmp_path: object) -> No
         SqlStore.open(f"sqlite:///{path}")
     with pytest.raises(StateError, match="written by a newer converge"):
         SqlStore.open_file(path, read_only=True)
+
+
+async def test_service_rows_keep_their_process_identity(store: SqlStore) -> None:
+    await store.register_service(ServiceRecord("e1", "h", 7, ("engine",), 1.0, 1.0, "boot:42"))
+    await store.register_service(ServiceRecord("e2", "h", 8, ("engine",), 2.0, 2.0))
+    listed = await store.list_services()
+    assert [(s.engine_id, s.pid, s.process_start) for s in listed] == [
+        ("e1", 7, "boot:42"),
+        ("e2", 8, None),
+    ]

@@ -9,13 +9,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import socket
 import uuid
 from typing import Any
 
 from converge.adapters.sql.store import SqlStore
 from converge.core.states import Status
 from converge.core.traversal import STACK_NODE, GraphNode
+from converge.engine import liveness
 from converge.engine.check import StackChecker
 from converge.engine.clock import SystemClock
 from converge.engine.context import EngineContext
@@ -75,13 +75,15 @@ class Engine:
         await self.ctx.store.register_service(
             ServiceRecord(
                 engine_id=self.engine_id,
-                host=socket.gethostname(),
+                host=liveness.host_name(),
                 pid=os.getpid(),
                 roles=("engine", "worker"),
                 started_at=now,
                 heartbeat_at=now,
+                process_start=liveness.process_start(os.getpid()),
             )
         )
+        await self._forget_dead_engines_of_this_host()
         await self._refresh_live_engines()
         await self.ctx.bus.start(self._on_work)
         self._loops = [
@@ -214,7 +216,20 @@ class Engine:
 
     async def _heartbeat(self) -> None:
         await self.ctx.store.heartbeat(self.engine_id, self.ctx.clock.now())
+        await self._forget_dead_engines_of_this_host()
         await self._refresh_live_engines()
+
+    async def _forget_dead_engines_of_this_host(self) -> None:
+        """Remove the service rows of engines that ran here and whose process is gone, so
+        their claims are taken over now rather than when their heartbeat goes stale."""
+        host = liveness.host_name()
+        for service in await self.ctx.store.list_services():
+            if service.engine_id != self.engine_id and liveness.is_dead_here(service, host):
+                log.info(
+                    "engine of this host is gone: taking over its claims",
+                    extra={"engine_id": service.engine_id, "pid": service.pid},
+                )
+                await self.ctx.store.remove_service(service.engine_id)
 
     async def _refresh_live_engines(self) -> None:
         since = self.ctx.clock.now() - self.ctx.settings.engine_stale_after

@@ -1078,8 +1078,28 @@ class SqlStore:
                     roles=list(record.roles),
                     started_at=record.started_at,
                     heartbeat_at=record.heartbeat_at,
+                    process_start=record.process_start,
                 )
             )
+
+    async def list_services(self) -> list[ServiceRecord]:
+        return await self._run(self._list_services)
+
+    def _list_services(self) -> list[ServiceRecord]:
+        with self._tx() as conn:
+            rows = conn.execute(sa.select(t.service).order_by(t.service.c.started_at)).all()
+        return [
+            ServiceRecord(
+                engine_id=row.engine_id,
+                host=row.host,
+                pid=row.pid,
+                roles=tuple(row.roles),
+                started_at=row.started_at,
+                heartbeat_at=row.heartbeat_at,
+                process_start=row.process_start,
+            )
+            for row in rows
+        ]
 
     async def heartbeat(self, engine_id: str, now: float) -> None:
         await self._run(self._heartbeat, engine_id, now)
