@@ -43,7 +43,7 @@ from converge.engine.runtime import Engine
 from converge.engine.settings import EngineSettings
 from converge.engine.validation import prepare_definition
 from converge.engine.worker import resource_state
-from converge.errors import Conflict, InvalidRequest, NotFound, TemplateError
+from converge.errors import Conflict, InvalidRequest, NotFound, StateError, TemplateError
 from converge.messages import CheckResource
 from converge.records import NewTemplate, StackRecord
 from converge.resources.builtin import world
@@ -188,6 +188,13 @@ class Converge:
             except Exception:
                 log.exception("drift consumer failed; restarting it")
                 await asyncio.sleep(self._ctx.settings.drift_recheck_interval)
+
+    def raise_if_state_failed(self) -> None:
+        """Raise the ``StateError`` that made the store unusable, if one did (a damaged or
+        full state: every later store call fails the same way, so a long run stops)."""
+        failure = self._store.failure
+        if failure is not None:
+            raise StateError(failure.location, failure.reason)
 
     @property
     def project_id(self) -> str:

@@ -139,6 +139,13 @@ def test_zeroed_pages_stop_apply_and_destroy_with_the_state_error(
     assert isinstance(report, dict) and report["ok"] is False and report["problems"]
 
 
+def test_serve_stops_on_a_damaged_state(workdir: Path) -> None:
+    zero_pages_of(workdir / "s.db", "resource")  # what the sampler and the sweeper read
+    ran = converge("serve", "--state", "s.db", "--interval", "0.2", cwd=workdir)
+    assert ran.code == 5, ran.stderr
+    assert f"error: state {workdir / 's.db'}: database disk image is malformed" in ran.stderr
+
+
 def test_garbage_and_truncated_files_are_state_errors_not_bugs(workdir: Path) -> None:
     state = workdir / "s.db"
     clean = state.read_bytes()
