@@ -113,12 +113,11 @@ async def _open(
     ``read_only``: the file is opened for reading alone and no engine runs (no service
     row, heartbeat or migration), so reading is cheap and works on a read-only file.
     """
-    if must_exist and not Path(state).exists():
-        raise NotFound(
-            f"no state file at {Path(state).absolute()}: no stacks yet "
-            "(--state or CONVERGE_STATE chooses the file)"
-        )
+    from converge.adapters.sql import state_file
     from converge.api import Converge
+
+    if must_exist:
+        state_file.prepare(state, create=False)  # NotFound naming the file (and directory)
 
     settings = embedded_settings(state)
     async with Converge.embedded(state, settings=settings, read_only=read_only) as cv:

@@ -58,8 +58,9 @@ def prepare(path: str | os.PathLike[str], *, create: bool) -> Path:
         size = state.stat().st_size
     except FileNotFoundError:
         if not create:
+            missing = "" if state.parent.is_dir() else f" (no directory {state.parent})"
             raise NotFound(
-                f"no state file at {state}: no stacks yet "
+                f"no state file at {state}{missing}: no stacks yet "
                 "(--state or CONVERGE_STATE chooses the file)"
             ) from None
         _create(state)
