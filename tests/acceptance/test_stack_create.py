@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -72,11 +73,8 @@ def test_two_concurrent_applies_of_a_new_stack_never_crash(tmp_path: Path) -> No
         if code == 1:
             assert "error: stack demo is UPDATE_COMPLETE" in stderr, outcomes
     assert any(code == 0 for code, _ in outcomes)
-    shown = subprocess.run(
-        [sys.executable, "-c", _PROGRAM, "show", "demo", "--state", "s.db"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert "_COMPLETE" in shown.stdout, shown.stderr
+    with sqlite3.connect(tmp_path / "s.db") as conn:
+        stacks = conn.execute("SELECT name, status, raw_template_id FROM stack").fetchall()
+    conn.close()
+    assert len(stacks) == 1 and stacks[0][:2] == ("demo", "COMPLETE"), stacks
+    assert stacks[0][2] is not None
