@@ -329,3 +329,33 @@ def test_a_full_disk_stops_apply_and_leaves_no_stack_without_its_template(
     assert "Traceback" not in ran.stderr and "check failed" not in ran.stderr
     assert ran.returncode == 0, ran.stderr  # the apply after freeing space
     assert json.loads((workdir / "after.json").read_text())["stack_status"] == "UPDATE_COMPLETE"
+
+
+def test_reading_an_older_schema_asks_for_an_upgrade_and_writes_nothing(workdir: Path) -> None:
+    import sqlalchemy
+    from alembic import command
+    from alembic.config import Config
+
+    from converge.adapters.sql.migrations import SCHEMA_HEAD, SCHEMA_REVISIONS
+    from converge.adapters.sql.store import MIGRATIONS
+
+    state = workdir / "s.db"
+    older = SCHEMA_REVISIONS[-2]
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    engine = sqlalchemy.create_engine(f"sqlite:///{state}")
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, older)
+    engine.dispose()
+    before = state.read_bytes()
+
+    ran = cli("show", "t", "--state", "s.db", cwd=workdir)
+    assert ran.code == 5
+    assert f"the schema is {older} and this converge needs {SCHEMA_HEAD}" in ran.stderr
+    assert "`converge state upgrade`" in ran.stderr
+    assert state.read_bytes() == before  # a reading command never migrates
+
+    upgraded = cli("state", "upgrade", "--state", "s.db", cwd=workdir)
+    assert upgraded.code == 0 and f"schema {older} upgraded to {SCHEMA_HEAD}" in upgraded.stdout
+    assert cli("show", "t", "--state", "s.db", cwd=workdir).code == 0

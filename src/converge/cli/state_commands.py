@@ -1,4 +1,4 @@
-"""``converge state check`` and ``converge state backup``: looking after the state file.
+"""``converge state check|backup|upgrade``: looking after the state file.
 
 Neither starts an engine: both read the file through SQLite alone, so they work while
 ``converge serve`` runs and on a read-only copy.
@@ -15,7 +15,7 @@ from converge.cli.stack_commands import common_options
 
 @click.group()
 def state() -> None:
-    """The state file: check its integrity, back it up."""
+    """The state file: check its integrity, back it up, upgrade its schema."""
 
 
 @state.command(name="check")
@@ -64,6 +64,30 @@ def backup_state(
             output.print_json({"state": state, "backup": str(written)})
         else:
             click.echo(f"backed up {state} to {written}")
+        return EXIT_OK
+
+    run_command(body, debug=debug, log_json=log_json)
+
+
+@state.command(name="upgrade")
+@common_options
+def upgrade_state(state: str, output_format: str, debug: bool, log_json: bool) -> None:
+    """Bring the state file's schema up to date for this converge.
+
+    Commands that write (apply, destroy, ...) do this on their own; reading commands
+    never write, so they ask for it when the file was written by an older converge.
+    """
+
+    async def body(session: Session) -> int:
+        from converge.adapters.sql import maintenance
+
+        before, after = await maintenance.upgrade(state)
+        if output_format == output.Format.JSON:
+            output.print_json({"state": state, "schema_before": before, "schema": after})
+        elif before == after:
+            click.echo(f"{state}: schema {after}, already up to date")
+        else:
+            click.echo(f"{state}: schema {before} upgraded to {after}")
         return EXIT_OK
 
     run_command(body, debug=debug, log_json=log_json)

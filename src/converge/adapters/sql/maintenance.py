@@ -84,6 +84,20 @@ def _schema(conn: sqlite3.Connection, problems: list[str]) -> str | None:
     return schema
 
 
+async def upgrade(path: str | os.PathLike[str]) -> tuple[str | None, str]:
+    """Bring the state's schema up to date (what any writing command does on open).
+
+    Returns the schema version before and after.
+    """
+    from converge.adapters.sql.store import SqlStore
+
+    state = state_file.prepare(path, create=False)
+    with _reading(state) as conn:
+        before = _schema(conn, [])
+    await SqlStore.open_file(state).close()
+    return before, SCHEMA_HEAD
+
+
 def backup(
     path: str | os.PathLike[str], target: str | os.PathLike[str], *, force: bool = False
 ) -> Path:

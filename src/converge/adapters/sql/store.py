@@ -203,7 +203,7 @@ class SqlStore:
             raise StateError(
                 self.location,
                 f"the schema is {revision or 'missing'} and this converge needs {SCHEMA_HEAD}: "
-                "a command that writes (apply, destroy) upgrades it",
+                "`converge state upgrade` (or any command that writes) brings it up to date",
             )
         self.migrate()
 
