@@ -238,23 +238,37 @@ class SqlStore:
             return await loop.run_in_executor(
                 self._executor, functools.partial(fn, *args, **kwargs)
             )
-        except sa.exc.DBAPIError as exc:
-            raise self._database_error(exc.orig) from exc
-        except sqlite3.Error as exc:  # the hot statements run on sqlite3 directly
-            raise self._database_error(exc) from exc
+        except sa.exc.DatabaseError as exc:
+            translated = self._database_error(
+                exc.orig, passing=isinstance(exc, sa.exc.OperationalError)
+            )
+            if translated is None:
+                raise
+            raise translated from exc
+        except sqlite3.DatabaseError as exc:  # the hot statements run on sqlite3 directly
+            translated = self._database_error(
+                exc, passing=isinstance(exc, sqlite3.OperationalError)
+            )
+            if translated is None:
+                raise
+            raise translated from exc
 
     def _raise_if_failed(self) -> None:
         if self.failure is not None:
             raise StateError(self.failure.location, self.failure.reason)
 
-    def _database_error(self, error: BaseException | None) -> StoreError:
-        """A driver error as converge's: fatal ones (a damaged or full state) stick."""
+    def _database_error(self, error: BaseException | None, *, passing: bool) -> StoreError | None:
+        """A driver error as converge's: fatal ones (a damaged or full state) stick, and
+        ``passing`` ones (a lock, a lost connection) are ``StoreError``. None for the
+        rest (a bad statement, a constraint the code should have handled): bugs, raised
+        as they are.
+        """
         fatal = _fatal(self.location, error)
-        if fatal is None:
-            return StoreError(f"database error: {error}")
-        if self.failure is None:
-            self.failure = fatal
-        return fatal
+        if fatal is not None:
+            if self.failure is None:
+                self.failure = fatal
+            return fatal
+        return StoreError(f"database error: {error}") if passing else None
 
     async def _short(
         self, work: Callable[Concatenate[Conn, P], R], *args: P.args, **kwargs: P.kwargs
@@ -273,8 +287,13 @@ class SqlStore:
                 return self._inline.run(work, *args, **kwargs)
             except Busy:
                 pass
-            except sqlite3.Error as exc:
-                raise self._database_error(exc) from exc
+            except sqlite3.DatabaseError as exc:
+                translated = self._database_error(
+                    exc, passing=isinstance(exc, sqlite3.OperationalError)
+                )
+                if translated is None:
+                    raise
+                raise translated from exc
         return await self._run(self._in_tx, lambda conn: work(conn, *args, **kwargs))
 
     def _in_tx(self, work: Callable[[Conn], R]) -> R:
