@@ -38,14 +38,26 @@ from converge.core.template import (
     template_from_data,
 )
 from converge.engine.inputs import StoredData
-from converge.engine.operations import SETTLED_TOPIC, current_rows, stack_event
+from converge.engine.operations import (
+    SETTLED_TOPIC,
+    current_rows,
+    is_superseded,
+    stack_event,
+)
 from converge.engine.runtime import Engine
 from converge.engine.settings import EngineSettings
 from converge.engine.validation import prepare_definition
 from converge.engine.worker import resource_state
-from converge.errors import Conflict, InvalidRequest, NotFound, StateError, TemplateError
+from converge.errors import (
+    Conflict,
+    InvalidRequest,
+    NotFound,
+    StateError,
+    Superseded,
+    TemplateError,
+)
 from converge.messages import CheckResource
-from converge.records import NewTemplate, StackRecord
+from converge.records import NewTemplate, StackRecord, TemplateRecord
 from converge.resources.builtin import world
 from converge.resources.registry import PluginRegistry
 from converge.views import DriftView, EventView, PlannedChange, ResourceView, StackView
@@ -53,6 +65,7 @@ from converge.views import DriftView, EventView, PlannedChange, ResourceView, St
 log = logging.getLogger("converge.api")
 
 _STACK_NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9_.-]{0,254}$")
+_TEMPLATE_READ_ATTEMPTS = 20
 HOOKS = ("pre-create", "pre-update", "pre-delete", "post-create", "post-update", "post-delete")
 
 
@@ -67,6 +80,17 @@ class Source:
 TemplateInput = str | Source | Mapping[str, Any]
 
 
+@dataclass(frozen=True)
+class Operation:
+    """A create or update this handle started: what tells whether it still stands."""
+
+    stack_id: str
+    stack_name: str
+    action: str
+    traversal_id: str
+    template_id: int
+
+
 class Converge:
     """A handle on converge: an engine in this process over a store and a bus."""
 
@@ -74,6 +98,7 @@ class Converge:
         self.engine = engine
         self._ctx = engine.ctx
         self._store = engine.ctx.store
+        self._operations: dict[str, Operation] = {}  # the last one started, by stack id
 
     # --- opening -----------------------------------------------------------------------
 
@@ -241,8 +266,10 @@ class Converge:
         template_id = created.raw_template_id
         assert template_id is not None  # stored with the stack, just above
         self._ctx.definitions.put(template_id, definition)
-        await self.engine.operations.converge(stack_id, template_id, definition, Action.CREATE)
-        return await self._settle(stack_id, wait)
+        started = await self.engine.operations.converge(
+            stack_id, template_id, definition, Action.CREATE
+        )
+        return await self._settle_operation(self._started(started, Action.CREATE), wait)
 
     async def update_stack(
         self,
@@ -266,21 +293,11 @@ class Converge:
         corrected, deleted ones created again. ``settings.observe_on_update`` makes that
         the rule for every update.
         """
-        stack = await self._find(name_or_id)
-        if stack.action == Action.DELETE:
-            raise Conflict(f"stack {stack.name} is {stack.state}: it cannot be updated")
         if template is None and not existing:
             raise InvalidRequest("a template is required unless the update is a PATCH (existing)")
         if drift_policy is not None:
             _check_drift_policy(drift_policy)
-        if stack.raw_template_id is None:
-            # Only a state written before stacks and templates were stored together.
-            raise Conflict(
-                f"stack {stack.name} has no template (its create was interrupted before the "
-                "template was stored): `converge destroy` it, then apply again"
-            )
-        stored = await self._store.get_template(stack.raw_template_id)
-        previous = await self._ctx.definitions.get(stack.raw_template_id)
+        stack, stored, previous = await self._current_template(name_or_id)
         loaded = (
             _load_template(template)
             if template is not None
@@ -315,10 +332,37 @@ class Converge:
             stack.id, loaded.data, environment.to_data(), new_files, new_parameters
         )
         self._ctx.definitions.put(template_id, definition)
-        await self.engine.operations.converge(
+        started = await self.engine.operations.converge(
             stack.id, template_id, definition, Action.UPDATE, converge=converge
         )
-        return await self._settle(stack.id, wait)
+        return await self._settle_operation(self._started(started, Action.UPDATE), wait)
+
+    async def _current_template(
+        self, name_or_id: str
+    ) -> tuple[StackRecord, TemplateRecord, StackDefinition]:
+        """The stack and the template it is converging to now.
+
+        A concurrent operation may finish and purge that template between the two reads:
+        then the stack is read again.
+        """
+        for _attempt in range(_TEMPLATE_READ_ATTEMPTS):
+            stack = await self._find(name_or_id)
+            if stack.action == Action.DELETE:
+                raise Conflict(f"stack {stack.name} is {stack.state}: it cannot be updated")
+            if stack.raw_template_id is None:
+                # A stack is stored with its template; only a state written by an older
+                # converge, whose create stopped in between, has a stack without one.
+                raise Conflict(
+                    f"stack {stack.name} has no template (its create was interrupted before "
+                    "the template was stored): `converge destroy` it, then apply again"
+                )
+            try:
+                stored = await self._store.get_template(stack.raw_template_id)
+                previous = await self._ctx.definitions.get(stack.raw_template_id)
+            except NotFound:
+                continue
+            return stack, stored, previous
+        raise Conflict(f"stack {name_or_id} changes too fast to be updated now; try again")
 
     async def delete_stack(self, name_or_id: str, *, wait: bool = True) -> StackView:
         stack = await self._find(name_or_id)
@@ -501,6 +545,7 @@ class Converge:
                 properties,
                 plugin.properties_schema,
                 open_properties=plugin.open_properties,
+                never_updates=plugin.never_updates,
                 observed=MISSING,
             )
             action = {
@@ -562,12 +607,57 @@ class Converge:
             record = await self._store.get_stack(stack_id)
         return await self._view(record)
 
+    def _started(self, started: StackRecord, action: Action) -> Operation:
+        assert started.raw_template_id is not None  # every traversal start sets it
+        operation = Operation(
+            started.id,
+            started.name,
+            str(action),
+            started.current_traversal,
+            started.raw_template_id,
+        )
+        self._operations[started.id] = operation
+        return operation
+
+    async def _settle_operation(self, operation: Operation, wait: bool) -> StackView:
+        if not wait:
+            return await self._view(await self._store.get_stack(operation.stack_id))
+        return await self.outcome(operation)
+
+    def operation(self, stack_id: str) -> Operation | None:
+        """The last create or update this handle started on the stack."""
+        return self._operations.get(stack_id)
+
+    async def outcome(self, operation: Operation) -> StackView:
+        """Wait until ``operation`` settles (its own rollback included) and return the stack.
+
+        Raises ``Superseded`` when a newer operation replaced it first: what it asked for
+        was not carried out as such, whatever state the newer one leaves the stack in.
+        """
+        record = await self.engine.operations.wait_operation(
+            operation.stack_id, operation.traversal_id, operation.template_id
+        )
+        if is_superseded(record, operation.template_id):
+            record = await self.engine.operations.wait_settled(operation.stack_id)
+            raise Superseded(
+                f"the {operation.action.lower()} of stack {operation.stack_name} was "
+                f"superseded by a newer operation (the stack is now {record.state}: "
+                f"{record.status_reason})"
+            )
+        return await self._view(record)
+
     async def _view(self, stack: StackRecord) -> StackView:
         parameters: Mapping[str, Any] = {}
         if stack.raw_template_id is not None and not stack.deleted:
             try:
                 definition = await self._ctx.definitions.get(stack.raw_template_id)
-                parameters = definition.visible_parameters()
+                # As Heat shows them: text, with the pseudo parameters of the stack.
+                parameters = {
+                    **definition.parameter_texts(),
+                    "OS::stack_id": stack.id,
+                    "OS::project_id": stack.project_id,
+                    "OS::stack_name": stack.name,
+                }
             except (NotFound, TemplateError):
                 parameters = {}
         return StackView.of(stack, parameters)

@@ -89,6 +89,11 @@ class Conflict(ConvergeError):
     """The request clashes with the current state (a name taken, an action not allowed now)."""
 
 
+class Superseded(Conflict):
+    """A newer operation on the stack replaced this one before it finished: what this one
+    asked for was not carried out as such (the stack converges to the newer request)."""
+
+
 class InvalidTransition(ConvergeError):
     """A state change that the transition table does not allow: a bug or a corrupted store."""
 
@@ -134,7 +139,34 @@ class RetryLater(ConvergeError):
 
 
 class PermanentFailure(ConvergeError):
-    """The action failed and retrying will not help; the resource becomes FAILED."""
+    """The action failed and retrying will not help; the resource becomes FAILED.
+
+    ``kind`` is the error's name in the resource's failure reason, as Heat writes it
+    (``ValueError: resources.x: …``); ``path`` the place below the resource that failed
+    (a nested stack's ``["resources", "inner"]``).
+    """
+
+    def __init__(
+        self, message: str, *, kind: str = "Error", path: Sequence[str] = ()
+    ) -> None:
+        self.kind = kind
+        self.path = tuple(path)
+        super().__init__(message)
+
+    def reason(self, resource: str) -> str:
+        """The failure reason of ``resource`` in Heat's form: ``Kind: resources.a.b: msg``."""
+        return f"{self.kind}: {'.'.join(['resources', resource, *self.path])}: {self}"
+
+    @classmethod
+    def from_reason(cls, reason: str, fallback: str) -> PermanentFailure:
+        """The failure a nested stack's status reason tells of (Heat's
+        ``ResourceFailure._from_status_reason``): ``Resource CREATE failed: Kind: path:
+        message`` keeps its kind and path; anything else becomes ``fallback``."""
+        head, sep, rest = reason.partition(" failed: ")
+        parts = [part.strip() for part in rest.split(":", 2)] if sep else []
+        if not head.startswith("Resource ") or len(parts) < 3 or not parts[1]:
+            return cls(fallback)
+        return cls(parts[2], kind=parts[0], path=parts[1].split("."))
 
 
 class InvalidRequest(ConvergeError):

@@ -140,7 +140,7 @@ resources:
     stack = await cv.create_stack("t", template, disable_rollback=True)
     assert stack.stack_status == "CREATE_FAILED"
     assert stack.stack_status_reason == (
-        "Resource CREATE failed: Error: resources.broken: Test Resource failed broken"
+        "Resource CREATE failed: ValueError: resources.broken: Test Resource failed broken"
     )
 
 

@@ -61,11 +61,15 @@ async def test_create_passes_properties_in_and_outputs_out(cv: Converge, reality
     assert outputs["seen"] == "plain-small"  # an output of the nested stack, via get_attr
     assert outputs["everything"]["described"] == "plain-small"
     assert outputs["everything"]["part_id"] == part_id
-    # get_resource of the provider resource is the nested stack's id; it names its owner.
-    nested = await cv.get_stack(outputs["nested_id"])
+    # get_resource of the provider resource is Heat's identifier of the nested stack
+    # (arn:openstack:heat::PROJECT:stacks/NAME/ID); that stack names its owner.
+    arn = outputs["nested_id"]
+    assert arn.startswith("arn:openstack:heat::default:stacks/")
+    nested = await cv.get_stack(arn.rsplit("/", 1)[1])
+    assert arn == f"arn:openstack:heat::default:stacks/{nested.stack_name}/{nested.id}"
     assert nested.parent == stack.id and nested.stack_status == "CREATE_COMPLETE"
     ((_, reader),) = reality.by_name("reader").items()
-    assert reader["fixed"] == nested.id
+    assert reader["fixed"] == arn
     # Listing shows the user's stacks; the nested one only when asked.
     assert [s.stack_name for s in await cv.list_stacks()] == ["outer"]
     assert await nested_stacks(cv) == [nested.stack_name]

@@ -141,3 +141,35 @@ def test_environment_problems_are_located(tmp_path: Path) -> None:
 def test_version_option() -> None:
     code, output = run("--version")
     assert code == 0 and "converge" in output and "0.1.0" in output
+
+
+def test_local_paths_outside_the_allowed_roots_are_reported(tmp_path: Path) -> None:
+    template = tmp_path / "stack.yaml"
+    template.write_text(
+        "heat_template_version: 2021-04-16\n"
+        "resources:\n"
+        "  inside:\n"
+        "    type: Local::File\n"
+        "    properties: {path: app/ok.conf}\n"
+        "  escape:\n"
+        "    type: Local::File\n"
+        "    properties:\n"
+        "      path: ../../etc/converge-escape\n"
+        "  dir:\n"
+        "    type: Local::Directory\n"
+        "    properties: {path: /etc/converge-dir}\n"
+    )
+    state = tmp_path / "state" / "converge.db"
+    code, output = run("validate", template, "--state", state)
+    assert code == 1
+    lines = output.splitlines()
+    assert len(lines) == 2, output
+    assert lines[0].startswith(f"{template}:9: resources.escape.properties.path: ")
+    assert "outside the allowed roots" in lines[0] and str(tmp_path / "state") in lines[0]
+    assert lines[1].startswith(f"{template}:12: resources.dir.properties.path: ")
+    # The same template is valid where apply would allow those paths.
+    (tmp_path / "app").mkdir()
+    valid = template.read_text().replace("../../etc/converge-escape", "x.conf")
+    template.write_text(valid.replace("/etc/converge-dir", str(tmp_path / "d")))
+    code, output = run("validate", template, "--state", tmp_path / "converge.db")
+    assert code == 0, output

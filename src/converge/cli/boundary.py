@@ -1,7 +1,8 @@
 """The CLI's one error boundary: converge errors to one actionable line on stderr and an exit code.
 
 Exit codes: 0 done; 1 the operation or the template failed; 2 a bad request or usage;
-3 not found; 4 conflict with the current state; 5 the state database failed; 70 a bug in
+3 not found; 4 conflict with the current state; 5 the state database failed; 6 superseded:
+a newer operation on the stack replaced this one before it finished; 70 a bug in
 converge; 130 interrupted (Ctrl-C). Tracebacks go to the log only (``--debug`` shows them).
 """
 
@@ -23,6 +24,7 @@ from converge.errors import (
     NotFound,
     StateError,
     StoreError,
+    Superseded,
     TemplateError,
     TemplateErrors,
 )
@@ -35,6 +37,7 @@ EXIT_USAGE = 2
 EXIT_NOT_FOUND = 3
 EXIT_CONFLICT = 4
 EXIT_STORE = 5
+EXIT_SUPERSEDED = 6
 EXIT_BUG = 70
 EXIT_INTERRUPTED = 130
 
@@ -43,6 +46,7 @@ _EXIT_CODES: tuple[tuple[type[ConvergeError], int], ...] = (
     (TemplateError, EXIT_FAILED),
     (InvalidRequest, EXIT_USAGE),
     (NotFound, EXIT_NOT_FOUND),
+    (Superseded, EXIT_SUPERSEDED),
     (Conflict, EXIT_CONFLICT),
     (StoreError, EXIT_STORE),
 )

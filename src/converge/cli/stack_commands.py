@@ -7,6 +7,7 @@ the command runs, and goes through the one error boundary in ``converge.cli.boun
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
@@ -279,6 +280,10 @@ def apply(
             session.interrupt_message = _interrupted(stack_name, expected.lower())
             title = f"{expected.lower()} {stack_name}"
             outcome = await _follow(cv, view.id, output_format, title, after)
+            operation = cv.operation(view.id)
+            if operation is not None:
+                # Our operation's own end (a newer one may have followed it), or Superseded.
+                outcome = dataclasses.replace(outcome, stack=await cv.outcome(operation))
             return _report(outcome, expected, output_format)
 
     _run(body, debug, log_json)

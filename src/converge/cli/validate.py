@@ -14,7 +14,7 @@ import json
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -29,6 +29,9 @@ from converge.core.template import (
 from converge.core.template.environment import is_provider_template
 from converge.core.template.loader import load_document
 from converge.errors import TemplateError, TemplateErrors
+
+if TYPE_CHECKING:
+    from converge.engine.settings import EngineSettings
 
 _HIDDEN = "******"
 
@@ -119,9 +122,16 @@ def _sorted_errors(error: TemplateError) -> list[TemplateError]:
 
 
 def run_validate(
-    template_path: Path, environment_paths: list[Path], parameters: Mapping[str, str]
+    template_path: Path,
+    environment_paths: list[Path],
+    parameters: Mapping[str, str],
+    settings: EngineSettings | None = None,
 ) -> tuple[StackDefinition | None, list[TemplateError]]:
-    """Validate files on disk; the definition, or the problems found."""
+    """Validate files on disk; the definition, or the problems found.
+
+    With ``settings`` (what ``apply`` would run with: allowed roots, plugin settings) each
+    plugin checks its own values too, such as a ``Local::*`` path outside the allowed roots.
+    """
     # Plugins and the engine's checks load only when needed.
     from converge.engine.validation import prepare_definition
     from converge.resources.registry import default_registry
@@ -152,7 +162,7 @@ def run_validate(
             files=files.files,
             identity=StackIdentity(template_path.stem, "validate", "validate"),
             registry=default_registry(),
-            settings=None,  # the engine's configuration is not known here
+            settings=settings,
             now=datetime.datetime.now(datetime.UTC),
         )
     except TemplateError as exc:
@@ -202,13 +212,30 @@ def _table(definition: StackDefinition, name: str) -> str:
     default="table",
     show_default=True,
 )
+@click.option(
+    "--state",
+    envvar="CONVERGE_STATE",
+    default="converge.db",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="The state file apply would use: Local::* paths must lie in its directory "
+    "(env CONVERGE_STATE).",
+)
 def validate(
-    template: Path, environments: tuple[Path, ...], parameters: tuple[str, ...], output_format: str
+    template: Path,
+    environments: tuple[Path, ...],
+    parameters: tuple[str, ...],
+    output_format: str,
+    state: str,
 ) -> None:
     """Check TEMPLATE without creating anything: prints each problem as
     ``file:line: path: message`` (exit status 1) or a summary (exit status 0)."""
+    from converge.cli.stack_commands import embedded_settings
+
     values = _parameters(parameters)
-    definition, errors = run_validate(template, list(environments), values)
+    definition, errors = run_validate(
+        template, list(environments), values, settings=embedded_settings(state)
+    )
     if output_format == "json":
         report: dict[str, Any] = {"valid": definition is not None}
         report["errors"] = [error.as_dict() for error in errors]

@@ -60,13 +60,15 @@ def decide_update(
     schema: Mapping[str, PropertySchema],
     *,
     open_properties: bool = False,
+    never_updates: bool = False,
     observed: Mapping[str, Any] | object | None = MISSING,
 ) -> Decision:
     """Decide the update phase for a resource.
 
     ``observed`` is the live state when the update compares against reality (MISSING when
     it does not; None when the real thing is gone). ``open_properties`` types accept any
-    property and update every change in place.
+    property and update every change in place; ``never_updates`` types (Heat's
+    ``OS::Heat::None``) keep what exists whatever the properties say.
 
     Purely computational, no side-effects.
     """
@@ -75,6 +77,12 @@ def decide_update(
     if state.action == Action.CREATE and state.status == Status.IN_PROGRESS:
         # An interrupted create: run it again; plugins adopt what they already made.
         return Decision(Change.CREATE, "create was interrupted")
+    if state.action == Action.DELETE and state.status == Status.COMPLETE:
+        # Deleted by an operation this one superseded: nothing real is left to update.
+        return Decision(Change.CREATE, "the resource was deleted: creating it again")
+    if state.status == Status.FAILED and state.action == Action.CHECK:
+        # Heat's _needs_update: a resource whose check failed is always replaced.
+        return Decision(Change.REPLACE, "resource is CHECK_FAILED and is replaced by the update")
     if state.status == Status.FAILED:
         if state.action != Action.CREATE and not changed_properties(state.properties, desired):
             # A failed update converging back to what was last applied (a rollback): the
@@ -89,6 +97,8 @@ def decide_update(
         return Decision(Change.REPLACE, f"type changed from {state.type} to {desired_type}")
     if observed is None:
         return Decision(Change.CREATE, "the real resource is gone")
+    if never_updates:
+        return Decision(Change.NOTHING, f"{desired_type} is never changed by an update")
     baseline: Mapping[str, Any] = state.properties
     if observed is not MISSING and isinstance(observed, Mapping):
         # Against reality: what the template wants vs what is there now. Properties the
@@ -129,3 +139,17 @@ def decide_cleanup(
     if deletion_policy == "Retain":
         return Decision(Change.RETAIN, "deletion_policy is Retain: the real resource is kept")
     return Decision(Change.DELETE, "not in the current template")
+
+
+def restriction(decision: Decision, restricted_actions: frozenset[str], name: str) -> str | None:
+    """Why the environment's ``restricted_actions`` forbid this decision; None if they do not.
+
+    As in Heat: ``update`` forbids an in-place update, ``replace`` a replacement; the
+    resource then fails and is left as it is.
+
+    Purely computational, no side-effects.
+    """
+    action = {Change.UPDATE: "update", Change.REPLACE: "replace"}.get(decision.change)
+    if action is None or action not in restricted_actions:
+        return None
+    return f"ResourceActionRestricted: resources.{name}: {action} is restricted for resource."

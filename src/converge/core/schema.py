@@ -74,6 +74,8 @@ class ResourceTypeSchema:
     # Any property name and value is accepted unvalidated, and changing one never forces a
     # replacement (Heat's OS::Heat::None, which stubs out any other type).
     open_properties: bool = False
+    # Any attribute name is accepted: the type answers names it cannot list in advance.
+    open_attributes: bool = False
 
 
 class TypeSchemas(Protocol):

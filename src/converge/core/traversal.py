@@ -48,6 +48,11 @@ class ExistingResource:
     # Never acted on (Heat's INIT): nothing real exists for it and no other row's order
     # refers to it.
     untouched: bool = False
+    replaced_by: int | None = None
+    failed: bool = False  # its last action failed
+    deleting: bool = False  # its last action was a delete
+    # Converged and reported: COMPLETE, not paused at a hook.
+    settled: bool = False
 
 
 @dataclass
@@ -133,32 +138,83 @@ def choose_rows(
 ) -> dict[str, ExistingResource | None]:
     """Pick, for every resource name of the target template, the stored row to converge.
 
-    Heat's rule: prefer a row already converged with the target template (a rollback finds
-    the original that still exists), then one from the previous template, then any (a
-    row left by a superseded traversal). None: a new row is needed.
+    Heat's suitability ranking (``Stack._get_best_existing_rsrc_db``), strongest first:
+    a row being deleted, then a FAILED row, loses to any other; a row converged with the
+    target template wins (a rollback finds the original that still exists); a row whose
+    replacement has been acted on loses to that replacement (the live row dependents point
+    at, even when the update that made it never completed); a replacement decided but
+    never acted on loses to its original (a newer traversal drops it); a row of the
+    previous template wins; then the newest. None: a new row is needed.
 
     Purely computational, no side-effects.
     """
+    rows = list(existing)
+    by_id = {row.id: row for row in rows}
     by_name: dict[str, list[ExistingResource]] = {}
-    for row in existing:
+    for row in rows:
         by_name.setdefault(row.name, []).append(row)
+
+    def suitability(row: ExistingResource) -> tuple[bool, ...]:
+        replacement = by_id.get(row.replaced_by) if row.replaced_by is not None else None
+        return (
+            not row.deleting,
+            not row.failed,
+            row.current_template_id == target_template_id,
+            replacement is None or replacement.untouched,
+            not (row.untouched and row.replaces in by_id),
+            previous_template_id is not None and row.current_template_id == previous_template_id,
+        )
+
     chosen: dict[str, ExistingResource | None] = {}
     for name in names:
-        candidates = sorted(by_name.get(name, []), key=lambda row: row.id, reverse=True)
+        candidates = by_name.get(name, [])
         chosen[name] = (
-            next((r for r in candidates if r.current_template_id == target_template_id), None)
-            or next(
-                (
-                    r
-                    for r in candidates
-                    if previous_template_id is not None
-                    and r.current_template_id == previous_template_id
-                ),
-                None,
-            )
-            or (candidates[0] if candidates else None)
+            max(candidates, key=lambda row: (suitability(row), row.id)) if candidates else None
         )
     return chosen
+
+
+def stands_for(
+    row_id: int, existing: Mapping[int, ExistingResource], graph: TraversalGraph
+) -> ExistingResource | None:
+    """The row that an update node's work ended on: a replacement made during the
+    traversal (known to no node of its graph) stands for the row it replaced.
+
+    Purely computational, no side-effects.
+    """
+    row = existing.get(row_id)
+    seen = {row_id}
+    while row is not None and row.replaced_by is not None and row.replaced_by not in seen:
+        replacement = existing.get(row.replaced_by)
+        if replacement is None or _is_in_graph(replacement.id, graph):
+            break
+        seen.add(replacement.id)
+        row = replacement
+    return row
+
+
+def update_phase_done(
+    graph: TraversalGraph, existing: Iterable[ExistingResource], template_id: int
+) -> bool:
+    """Has every update node of ``graph`` converged its resource to ``template_id``?
+
+    Then only cleanup (deleting what the template no longer uses) is left, and reality is
+    what ``template_id`` says: an operation that supersedes this traversal builds on it.
+
+    Purely computational, no side-effects.
+    """
+    rows = {row.id: row for row in existing}
+    for node in graph.nodes:
+        if not node.is_update or node == STACK_NODE:
+            continue
+        row = stands_for(node.resource_id, rows, graph)
+        if row is None or not row.settled or row.current_template_id != template_id:
+            return False
+    return True
+
+
+def _is_in_graph(resource_id: int, graph: TraversalGraph) -> bool:
+    return GraphNode(resource_id, True) in graph or GraphNode(resource_id, False) in graph
 
 
 def build_traversal_graph(

@@ -3,7 +3,9 @@
 A check is a short pass rather than a graph traversal (observing changes nothing, so no
 order is needed), but it is recorded like one: the stack goes CHECK_IN_PROGRESS under a
 fresh traversal id (so a concurrent update supersedes it) and ends CHECK_COMPLETE or
-CHECK_FAILED; every resource gets a CHECK event and its drift_status / drift_detail.
+CHECK_FAILED ("Resource CHECK failed: …", as in Heat); every resource gets a CHECK event,
+its drift_status / drift_detail, and the state CHECK_COMPLETE or CHECK_FAILED (one whose
+observation failed; the next update replaces it, as Heat does).
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ class StackChecker:
         )
         if failures:
             status = Status.FAILED
-            reason = "Stack CHECK failed: " + "; ".join(sorted(failures))
+            reason = "Resource CHECK failed: " + "; ".join(sorted(failures))
         else:
             status = Status.COMPLETE
             reason = f"Stack CHECK completed successfully ({summary or 'no resources'})"
@@ -137,19 +139,41 @@ class StackChecker:
         self, stack: StackRecord, row: ResourceRecord
     ) -> tuple[DriftStatus, str | None]:
         if row.action == Action.INIT or row.physical_resource_id is None:
-            await self.record(stack, row, None, "nothing to observe: not created")
-            return DriftStatus.NOT_CHECKED, None
+            # Heat: "Can not check <name>, resource not created yet." fails the check. The
+            # row keeps its state: an update must still create it.
+            reason = f"Can not check {row.name}, resource not created yet"
+            await self.record(stack, row, None, reason, failed=True)
+            return DriftStatus.NOT_CHECKED, f"{row.name}: {reason}"
         if row.type not in self.ctx.registry:
             reason = f"unknown resource type {row.type!r}"
             await self.record(stack, row, None, reason, failed=True)
+            await self._mark(stack, row, Status.FAILED, reason)
             return DriftStatus.NOT_CHECKED, f"{row.name}: {reason}"
         try:
             drift = (await self.worker.observe_drift(stack, row)).drift
         except ActionFailed as failed:
             await self.record(stack, row, None, failed.reason, failed=True)
+            await self._mark(stack, row, Status.FAILED, failed.reason)
             return DriftStatus.NOT_CHECKED, failed.reason
         await self.record(stack, row, drift, drift.describe())
+        await self._mark(stack, row, Status.COMPLETE, f"Drift: {drift.describe()}")
         return drift.status, None
+
+    async def _mark(
+        self, stack: StackRecord, row: ResourceRecord, status: Status, reason: str
+    ) -> None:
+        """The resource's state becomes CHECK_COMPLETE or CHECK_FAILED, as in Heat.
+
+        Compare-and-swap on the row as read when the check began: if an operation took
+        the row since, its state says more than the check's.
+        """
+        if row.status == Status.IN_PROGRESS:
+            return  # an interrupted action: the next update must see it
+        await self.ctx.store.update_resource(
+            row.id,
+            row.atomic_key,
+            {"action": Action.CHECK, "status": status, "status_reason": reason},
+        )
 
     async def record(
         self,

@@ -19,12 +19,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from converge.core.states import Action, Status
-from converge.core.template import StackIdentity, environment_from_data, load_template
+from converge.core.template import (
+    StackIdentity,
+    environment_from_data,
+    load_template,
+    template_from_data,
+)
 from converge.core.template.nested import MAX_NESTING_DEPTH, child_environment
 from converge.engine.context import EngineContext
 from converge.engine.operations import StackOperations
 from converge.engine.validation import prepare_definition
-from converge.errors import NotFound, PermanentFailure, TemplateError
+from converge.errors import Conflict, NotFound, PermanentFailure, TemplateError
 from converge.records import StackRecord
 from converge.resources.base import NestedStackState, ResourceContext
 
@@ -39,35 +44,57 @@ class NestedStackService:
         self.operations = operations
 
     async def apply(
-        self, rctx: ResourceContext, properties: Mapping[str, Any], stack_id: str | None
+        self,
+        rctx: ResourceContext,
+        properties: Mapping[str, Any],
+        stack_id: str | None,
+        *,
+        template: Mapping[str, Any] | None = None,
     ) -> str:
         owner = await self.ctx.store.get_stack(rctx.stack_id)
         if owner.raw_template_id is None:
             raise PermanentFailure(f"stack {owner.name} has no template")
         definition = await self.ctx.definitions.get(owner.raw_template_id)
         resource = definition.resources.get(rctx.resource_name)
-        if resource is None or resource.provider_template is None:
-            raise PermanentFailure(f"{rctx.resource_name} is not a provider template resource")
+        if resource is None:
+            raise PermanentFailure(f"{rctx.resource_name} is not in stack {owner.name}")
         provider = resource.provider_template
+        if template is None and provider is None:
+            raise PermanentFailure(f"{rctx.resource_name} is not a provider template resource")
         depth = await self._depth(owner) + 1
         if depth > MAX_NESTING_DEPTH:
             raise PermanentFailure(
-                f"provider templates nest deeper than {MAX_NESTING_DEPTH} levels "
-                f"(does {provider!r} use itself?)"
+                f"nested stacks nest deeper than {MAX_NESTING_DEPTH} levels "
+                f"(does {provider or resource.type!r} use itself?)"
             )
         record = await self.ctx.store.get_template(owner.raw_template_id)
-        if provider not in record.files:
+        if template is None and provider not in record.files:
             raise PermanentFailure(f"provider template {provider!r} is not in the files map")
         existing = await self._existing(owner, rctx.physical_name, stack_id)
         child_id = existing.id if existing is not None else str(uuid.uuid4())
-        parameters = dict(properties)
+        # Only what the template sets is passed (Heat's child_params): the nested template's
+        # own defaults and the environment's parameter_defaults apply to the rest.
+        written = resource.properties if isinstance(resource.properties, Mapping) else {}
+        parameters = {
+            name: value
+            for name, value in properties.items()
+            if value is not None and (template is not None or name in written)
+        }
+        source = provider or f"{rctx.resource_name} ({resource.type})"
         try:
-            template = load_template(record.files[provider], provider)
+            loaded = (
+                load_template(record.files[provider], provider)
+                if template is None and provider is not None
+                else template_from_data(template or {}, source)
+            )
             environment = child_environment(
-                environment_from_data(record.environment), resource.name, resource.type, provider
+                environment_from_data(record.environment),
+                resource.name,
+                resource.type,
+                provider or "",
             )
             child = prepare_definition(
-                template,
+                loaded,
                 environment=environment,
                 parameters=parameters,
                 files=record.files,
@@ -99,7 +126,7 @@ class NestedStackService:
             resumed = existing.action == Action.CREATE and existing.status != Status.COMPLETE
             action = Action.CREATE if resumed else Action.UPDATE
         template_id = await self.ctx.store.add_template(
-            child_id, template.data, environment.to_data(), record.files, parameters
+            child_id, loaded.data, environment.to_data(), record.files, parameters
         )
         self.ctx.definitions.put(template_id, child)
         await self.operations.converge(child_id, template_id, child, action, converge=rctx.converge)
@@ -122,6 +149,21 @@ class NestedStackService:
             return None
         await self.operations.delete(stack)
         return _state(await self.operations.wait_settled(stack.id))
+
+    async def preempt(self, rctx: ResourceContext, stack_id: str | None) -> None:
+        """Cancel, without rollback, the operation running in the resource's nested stack
+        and below it: a newer operation of the owner supersedes it (Heat's handle_preempt)."""
+        stack = await self._of_resource(rctx, stack_id)
+        if stack is None or stack.status != Status.IN_PROGRESS:
+            return
+        try:
+            await self.operations.cancel_update(stack, rollback=False)
+        except Conflict:
+            return  # not cancellable (a delete or a rollback): it finishes on its own
+        log.info(
+            "nested stack preempted",
+            extra={"stack": rctx.stack_name, "resource": rctx.resource_name, "nested": stack.id},
+        )
 
     async def find(self, rctx: ResourceContext, stack_id: str | None) -> NestedStackState | None:
         stack = await self._of_resource(rctx, stack_id)
@@ -184,4 +226,5 @@ def _state(stack: StackRecord) -> NestedStackState:
         state=stack.state,
         reason=stack.status_reason,
         outputs=outputs,
+        project_id=stack.project_id,
     )

@@ -24,6 +24,7 @@ from converge.core.traversal import (
     TraversalGraph,
     build_traversal_graph,
     choose_rows,
+    update_phase_done,
 )
 from converge.engine.context import EMPTY_TEMPLATE, EngineContext
 from converge.engine.inputs import StoredData
@@ -37,6 +38,7 @@ STACK_TYPE = "OS::Heat::Stack"
 # instead of at their next pass (a replaced process must be watched from its first second).
 SETTLED_TOPIC = "stack.settled"
 _MAX_START_ATTEMPTS = 50
+_COMPLETED_KEPT = 1000
 
 
 class _RowsChanged(Exception):
@@ -66,6 +68,9 @@ class StackOperations:
         self.ctx = ctx
         self._timers: set[asyncio.Task[None]] = set()
         self._settled: dict[str, asyncio.Event] = {}
+        # Traversals completed in this process, by id: a caller waiting for its operation
+        # learns it completed even when a newer one starts before it reads the stack.
+        self._completed: dict[str, StackRecord] = {}
 
     # --- starting traversals -----------------------------------------------------------
 
@@ -91,15 +96,12 @@ class StackOperations:
         requirements = {name: sorted(res.requires) for name, res in definition.resources.items()}
         for _attempt in range(_MAX_START_ATTEMPTS):
             stack = await self.ctx.store.get_stack(stack_id)
-            previous: int | None
-            if isinstance(previous_template_id, _Automatic):
-                previous = (
-                    stack.raw_template_id
-                    if stack.status == Status.COMPLETE and stack.raw_template_id != template_id
-                    else stack.prev_raw_template_id
-                )
-            else:
-                previous = previous_template_id
+            # The graph of a traversal this one supersedes: did its update phase finish?
+            running = (
+                await self.ctx.graph(stack_id, stack.current_traversal)
+                if stack.status == Status.IN_PROGRESS and stack.current_traversal
+                else None
+            )
             rows = await self.ctx.store.list_resources(stack_id)
             named = {row.name for row in rows}
             new_rows = [
@@ -120,13 +122,19 @@ class StackOperations:
 
             def build(
                 all_rows: list[ResourceRecord],
-                _previous: int | None = previous,
+                _stack: StackRecord = stack,
+                _running: TraversalGraph | None = running,
                 _traversal: str = traversal_id,
                 _deadline: float | None = deadline,
                 _text: str = text,
                 _built: list[TraversalGraph] = built,
             ) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
                 existing = [_existing(row) for row in all_rows]
+                _previous = (
+                    _previous_template(_stack, _running, existing, template_id)
+                    if isinstance(previous_template_id, _Automatic)
+                    else previous_template_id
+                )
                 chosen = choose_rows(requirements, existing, template_id, _previous)
                 ids: dict[str, int] = {}
                 for name, row in chosen.items():
@@ -212,25 +220,51 @@ class StackOperations:
         )
 
     async def cancel_update(self, stack: StackRecord, *, rollback: bool) -> None:
-        if stack.action != Action.UPDATE or stack.status != Status.IN_PROGRESS:
+        """Heat's cancel: with rollback, converge back (to nothing for a create); without,
+        stop the traversal here and in every nested stack below, and fail the stack."""
+        if stack.status != Status.IN_PROGRESS or stack.action not in (Action.UPDATE, Action.CREATE):
             raise Conflict(
-                f"stack {stack.name} is {stack.state}: only an UPDATE_IN_PROGRESS can be cancelled"
+                f"stack {stack.name} is {stack.state}: only a CREATE_IN_PROGRESS or "
+                "UPDATE_IN_PROGRESS can be cancelled"
             )
         if rollback:
-            await self.rollback(stack, "Stack UPDATE cancelled, rolling back")
+            await self.rollback(stack, f"Stack {stack.action} cancelled, rolling back")
             return
+        await self._stop_traversal(stack)
+        for child in await self._descendants(stack):
+            if child.status == Status.IN_PROGRESS:
+                await self._stop_traversal(child)
+
+    async def _stop_traversal(self, stack: StackRecord) -> None:
+        """Fail the stack's operation; work in progress finishes but propagates no further."""
+        reason = f"Stack {stack.action} cancelled"
         await self.ctx.store.update_stack(
             stack.id,
             {
                 "status": Status.FAILED,
-                "status_reason": "Stack UPDATE cancelled",
+                "status_reason": reason,
                 "current_traversal": "",
                 "deadline": None,
             },
             expected_traversal=stack.current_traversal,
-            events=[stack_event(stack, Action.UPDATE, Status.FAILED, "Stack UPDATE cancelled")],
+            events=[stack_event(stack, stack.action, Status.FAILED, reason)],
         )
         self._signal(stack.id)
+
+    async def _descendants(self, stack: StackRecord) -> list[StackRecord]:
+        """Every live nested stack below ``stack``, parents before children."""
+        stacks = await self.ctx.store.list_stacks(stack.project_id)
+        children: dict[str, list[StackRecord]] = {}
+        for candidate in stacks:
+            if candidate.owner_id is not None:
+                children.setdefault(candidate.owner_id, []).append(candidate)
+        found: list[StackRecord] = []
+        pending = [stack.id]
+        while pending:
+            for child in children.get(pending.pop(0), []):
+                found.append(child)
+                pending.append(child.id)
+        return found
 
     # --- ending traversals -------------------------------------------------------------
 
@@ -261,6 +295,9 @@ class StackOperations:
         )
         if done is None:
             return
+        self._completed[traversal_id] = done
+        while len(self._completed) > _COMPLETED_KEPT:
+            del self._completed[next(iter(self._completed))]
         self.ctx.graphs.forget((stack_id, traversal_id))
         keep = [i for i in (done.raw_template_id, done.prev_raw_template_id) if i is not None]
         await self.ctx.store.purge_stack_data(stack_id, keep)
@@ -331,6 +368,24 @@ class StackOperations:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(event.wait(), poll)
 
+    async def wait_operation(
+        self, stack_id: str, traversal_id: str, template_id: int, poll: float = 0.25
+    ) -> StackRecord:
+        """Wait until the operation that started ``traversal_id`` (converging to
+        ``template_id``) settles, its own rollback included, or a newer one supersedes it.
+        """
+        while True:
+            completed = self._completed.get(traversal_id)
+            if completed is not None:
+                return completed
+            stack = await self.ctx.store.get_stack(stack_id)
+            if stack.status != Status.IN_PROGRESS or is_superseded(stack, template_id):
+                return stack
+            event = self._settled.setdefault(stack_id, asyncio.Event())
+            event.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), poll)
+
     # --- deadlines ---------------------------------------------------------------------
 
     def _watch_deadline(self, stack_id: str, traversal_id: str, deadline: float) -> None:
@@ -354,6 +409,32 @@ class StackOperations:
         await asyncio.gather(*self._timers, return_exceptions=True)
 
 
+def _previous_template(
+    stack: StackRecord,
+    running: TraversalGraph | None,
+    existing: Sequence[ExistingResource],
+    template_id: int,
+) -> int | None:
+    """The template a new operation builds on: what reality was last converged to.
+
+    That is the stack's template when its operation completed, or when the traversal
+    being superseded has finished its update phase (only cleanup is left); otherwise the
+    template that traversal itself built on.
+    """
+    current = stack.raw_template_id
+    if current is None or current == template_id:
+        return stack.prev_raw_template_id
+    if stack.status == Status.COMPLETE:
+        return current
+    if (
+        stack.status == Status.IN_PROGRESS
+        and running is not None
+        and update_phase_done(running, existing, current)
+    ):
+        return current
+    return stack.prev_raw_template_id
+
+
 def _existing(row: ResourceRecord) -> ExistingResource:
     return ExistingResource(
         id=row.id,
@@ -362,7 +443,26 @@ def _existing(row: ResourceRecord) -> ExistingResource:
         replaces=row.replaces,
         current_template_id=row.current_template_id,
         untouched=row.action == Action.INIT and row.replaced_by is None,
+        replaced_by=row.replaced_by,
+        failed=row.status == Status.FAILED,
+        deleting=row.action == Action.DELETE,
+        settled=row.status == Status.COMPLETE
+        and row.action != Action.INIT
+        and not row.hook_pending
+        and row.engine_id is None,
     )
+
+
+def is_superseded(stack: StackRecord, template_id: int) -> bool:
+    """Has a newer operation replaced the one that converges the stack to ``template_id``?
+
+    Every operation stores a template of its own; the rollback of a failed operation
+    records that operation's template as the one it rolls back from, so it is no newer
+    operation. Purely computational, no side-effects.
+    """
+    if stack.raw_template_id == template_id:
+        return False
+    return not (stack.action == Action.ROLLBACK and stack.prev_raw_template_id == template_id)
 
 
 def current_rows(
@@ -417,4 +517,11 @@ def resolve_outputs(
     return outputs
 
 
-__all__ = ["STACK_NODE", "StackOperations", "current_rows", "resolve_outputs", "stack_event"]
+__all__ = [
+    "STACK_NODE",
+    "StackOperations",
+    "current_rows",
+    "is_superseded",
+    "resolve_outputs",
+    "stack_event",
+]

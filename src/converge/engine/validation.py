@@ -8,16 +8,19 @@ template is reported with its file and line instead of failing half-way through 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from converge.core.template import (
     Environment,
+    ResourceDefinition,
     StackDefinition,
     StackIdentity,
     Template,
     load_template,
     prepare_stack,
+    template_from_data,
 )
 from converge.core.template.nested import MAX_NESTING_DEPTH, child_environment
 from converge.core.template.nodes import is_static
@@ -75,7 +78,9 @@ def plugin_problems(
         if resource.provider_template is not None:
             continue  # a nested stack: its template is checked by ``nested_problems``
         plugin = registry.plugin(resource.implementation_type)
-        for name, message in plugin.validate(_known_properties(resource.properties), context):
+        known = _known_properties(resource.properties)
+        unknown = frozenset(resource.properties or ()) - known.keys()
+        for name, message in plugin.validate(known, replace(context, unknown=unknown)):
             problems.append(resource.where.child("properties", name).error(message))
     return problems
 
@@ -94,8 +99,13 @@ def nested_problems(
     problems: list[TemplateError] = []
     for resource in definition.resources.values():
         provider = resource.provider_template
-        if provider is None or provider not in files:
-            continue  # not a template, or reported missing by the template layer
+        if provider is None:
+            problems += _generated_nested_problems(
+                definition, resource, files, identity, registry, settings, depth, now
+            )
+            continue
+        if provider not in files:
+            continue  # reported missing by the template layer
         properties = resource.properties or {}
         known = _known_properties(properties)
         if len(known) != len(properties):
@@ -128,6 +138,46 @@ def nested_problems(
         except TemplateError as exc:
             problems.extend(exc.errors if isinstance(exc, TemplateErrors) else [exc])
     return problems
+
+
+def _generated_nested_problems(
+    definition: StackDefinition,
+    resource: ResourceDefinition,
+    files: Mapping[str, str],
+    identity: StackIdentity,
+    registry: PluginRegistry,
+    settings: EngineSettings | None,
+    depth: int,
+    now: datetime | None,
+) -> list[TemplateError]:
+    """Problems of the nested stack a plugin writes itself (a group's members), checked as
+    Heat checks a group: by a template of one member, where its properties are known."""
+    if resource.implementation_type not in registry:
+        return []
+    plugin = registry.plugin(resource.implementation_type)
+    template = plugin.validation_template(_known_properties(resource.properties))
+    if template is None:
+        return []
+    where = resource.where.child("properties")
+    try:
+        assert definition.environment is not None  # set by prepare_stack
+        prepare_definition(
+            template_from_data(template, f"{resource.name} ({resource.type})"),
+            environment=child_environment(definition.environment, resource.name, resource.type, ""),
+            parameters={},
+            files=files,
+            identity=StackIdentity(
+                f"{identity.stack_name}-{resource.name}", "", identity.project_id
+            ),
+            registry=registry,
+            settings=settings,
+            depth=depth + 1,
+            now=now,
+        )
+    except TemplateError as exc:
+        found = exc.errors if isinstance(exc, TemplateErrors) else [exc]
+        return [where.error(f"a member would be invalid: {error}") for error in found]
+    return []
 
 
 def _known_properties(properties: Any) -> dict[str, Any]:

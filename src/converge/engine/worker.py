@@ -9,6 +9,7 @@ the work done and only re-announces it; a message for a superseded traversal is 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
@@ -22,6 +23,7 @@ from converge.core.decide import (
     ResourceState,
     decide_cleanup,
     decide_update,
+    restriction,
 )
 from converge.core.drift import Drift, DriftStatus, compare
 from converge.core.states import Action, Status, check_resource_transition
@@ -70,7 +72,8 @@ class Worker:
         self.ctx = ctx
         self.operations = operations
         self.nested = NestedStackService(ctx, operations)
-        self._active: set[int] = set()  # resource rows this process is acting on now
+        # Resource rows this process is acting on now, with the traversal acting on each.
+        self._active: dict[int, str] = {}
 
     # --- entry -------------------------------------------------------------------------
 
@@ -89,6 +92,10 @@ class Worker:
             return
         if row is None:
             if node.is_update:
+                if node in await self.ctx.store.reported_senders(message.traversal_id):
+                    # A repeated delivery of a node that converged, was replaced and whose
+                    # old row its cleanup already deleted: nothing is left to do.
+                    return
                 await self.operations.fail_traversal(
                     stack.id, stack.current_traversal, f"resource row {node.resource_id} vanished"
                 )
@@ -114,8 +121,10 @@ class Worker:
         assert stack.raw_template_id is not None  # set by every traversal start
         definition = await self.ctx.definitions.get(stack.raw_template_id)
         target = row
-        if row.replaced_by is not None and row.current_template_id != stack.raw_template_id:
-            # Replaced during this traversal: the replacement stands for this node.
+        if row.replaced_by is not None and not _is_known_to(graph, row.replaced_by):
+            # Replaced during this traversal (a replacement its graph does not know was
+            # made after it started): the replacement stands for this node. A replacement
+            # the graph knows is another row's business (a dropped one is cleaned up).
             replacement = await self.ctx.store.get_resource(row.replaced_by)
             if replacement is not None:
                 target = replacement
@@ -125,7 +134,10 @@ class Worker:
                 stack.id, stack.current_traversal, f"resource {target.name} is not in the template"
             )
             return
-        if self._is_held_elsewhere(target) or _is_paused(target, stack.current_traversal):
+        if self._is_held_elsewhere(target):
+            await self._preempt(stack, target)
+            return
+        if _is_paused(target, stack.current_traversal):
             return
         data = ReportedData(reports)
         action = Action.CREATE if target.action == Action.INIT else Action.UPDATE
@@ -159,6 +171,7 @@ class Worker:
             properties,
             plugin.properties_schema,
             open_properties=plugin.open_properties,
+            never_updates=plugin.never_updates,
             observed=observed,
         )
         if (
@@ -169,9 +182,27 @@ class Worker:
             # Reality differs in a way the properties do not show (a normalised form, a
             # derived field): apply the wanted properties again, in place.
             decision = Decision(Change.UPDATE, "reality drifted: re-applying the properties")
+        if decision.change == Change.NOTHING and _template_changed(target, resource):
+            decision = Decision(Change.UPDATE, "its provider template changed")
+        if (
+            decision.change == Change.REPLACE
+            and plugin.converges_inside
+            and target.status == Status.FAILED
+            and target.physical_resource_id is not None
+            and target.type == resource.implementation_type
+        ):
+            # Heat's StackResource: a failed nested stack is updated, not replaced; its
+            # own resources decide what they need.
+            decision = Decision(Change.UPDATE, f"{decision.reason}: updating its nested stack")
         if drift is not None and plugin.converges_inside and decision.change == Change.NOTHING:
             # What it holds may have drifted unseen from here: converge it too.
             decision = Decision(Change.UPDATE, "converging what it holds with reality")
+        restricted = restriction(decision, resource.restricted_actions, target.name)
+        if restricted is not None:
+            claimed = await self._claim(stack, target, Action.UPDATE, restricted)
+            if claimed is not None:
+                await self._fail_resource(stack, claimed, Action.UPDATE, restricted)
+            return
         if drift is not None and drift.status != DriftStatus.IN_SYNC:
             await self.ctx.store.add_events(
                 stack.id,
@@ -223,6 +254,19 @@ class Worker:
             needed,
             drift_checked=drift is not None,
         )
+
+    async def _preempt(self, stack: StackRecord, row: ResourceRecord) -> None:
+        """A newer traversal finds the resource still busy with an older one. A resource
+        whose real thing is a nested stack cancels that stack's operation (Heat's
+        handle_preempt), so the older action ends and hands the resource on; any other
+        waits for its action to finish."""
+        if self._active.get(row.id) in (None, stack.current_traversal):
+            return  # held for this traversal, or by another process (for which, unknown)
+        if row.status != Status.IN_PROGRESS or row.type not in self.ctx.registry:
+            return
+        if not self.ctx.registry.plugin(row.type).converges_inside:
+            return
+        await self.nested.preempt(self._context(stack, row), row.physical_resource_id)
 
     async def observe_drift(self, stack: StackRecord, row: ResourceRecord) -> Observation:
         """Observe a resource's reality: its essence, its drift, and what decisions compare.
@@ -284,9 +328,11 @@ class Worker:
             claimed = await self._claim(stack, target, action, "state changed")
             if claimed is None:
                 return
-            self._active.add(claimed.id)
+            self._active[claimed.id] = stack.current_traversal
             try:
-                ctx = self._context(stack, claimed)
+                ctx = dataclasses.replace(
+                    self._context(stack, claimed), update_policy=resource.update_policy
+                )
                 applied = applied_state(claimed)
                 try:
                     if action == Action.CREATE:
@@ -325,7 +371,7 @@ class Worker:
                     await self._fail_resource(stack, claimed, action, failed.reason)
                     return
             finally:
-                self._active.discard(claimed.id)
+                self._active.pop(claimed.id, None)
             break
         post_hook = f"post-{str(action).lower()}"
         pause = post_hook in resource.hooks and not _is_cleared(
@@ -340,7 +386,7 @@ class Worker:
             "status_reason": "state changed",
             "physical_resource_id": _text(outcome.physical_id),
             "properties_data": dict(properties),
-            "plugin_data": dict(outcome.data),
+            "plugin_data": _with_template_digest(outcome.data, resource),
             "attr_data": _jsonable(attributes),
             "current_template_id": stack.raw_template_id,
             "requires": requires,
@@ -456,9 +502,12 @@ class Worker:
         if decision.change == Change.NOTHING:
             await self._finish(stack, graph, node, None, None)
             return
-        if decision.change == Change.RETAIN or row.action == Action.INIT:
+        nothing_real = row.action == Action.INIT or (
+            row.action == Action.DELETE and row.status == Status.COMPLETE
+        )
+        if decision.change == Change.RETAIN or nothing_real:
             events = []
-            if row.action != Action.INIT:
+            if not nothing_real:
                 events.append(
                     _event(
                         row,
@@ -482,7 +531,7 @@ class Worker:
         claimed = await self._claim(stack, row, Action.DELETE, decision.reason)
         if claimed is None:
             return
-        self._active.add(claimed.id)
+        self._active[claimed.id] = stack.current_traversal
         try:
             ctx = self._context(stack, claimed)
             await self._run(stack, claimed, plugin.delete, ctx, applied_state(claimed))
@@ -490,7 +539,7 @@ class Worker:
             await self._fail_resource(stack, claimed, Action.DELETE, failed.reason)
             return
         finally:
-            self._active.discard(claimed.id)
+            self._active.pop(claimed.id, None)
         await self._finish(
             stack,
             graph,
@@ -597,6 +646,7 @@ class Worker:
             events=events or [],
             reports=reports,
             expected_counts=expected,
+            kept_if_superseded=_kept_after_delete(row) if delete and row is not None else None,
         )
         if not stored:
             return
@@ -686,7 +736,7 @@ class Worker:
                     ) from exc
                 await self.ctx.clock.sleep(exc.delay)
             except PermanentFailure as exc:
-                raise ActionFailed(f"Error: resources.{row.name}: {exc}") from exc
+                raise ActionFailed(exc.reason(row.name)) from exc
             except TimeoutError as exc:
                 raise ActionFailed(f"Error: resources.{row.name}: Timed out") from exc
             except Exception as exc:
@@ -756,6 +806,27 @@ class _Replace(Exception):
 _IN_SYNC: Mapping[str, Any] = {"drift_status": str(DriftStatus.IN_SYNC), "drift_detail": {}}
 
 
+def _kept_after_delete(row: ResourceRecord) -> dict[str, Any]:
+    """What a row becomes instead of being deleted when a newer traversal started
+    meanwhile: that one may have chosen the row (a resource removed, then added back), and
+    needs it to say the real thing is gone."""
+    if row.action == Action.INIT:
+        return {"engine_id": None}  # nothing real was ever made
+    return {
+        "action": Action.DELETE,
+        "status": Status.COMPLETE,
+        "status_reason": "deleted by an operation a newer one superseded",
+        "physical_resource_id": None,
+        "attr_data": {},
+        "engine_id": None,
+        "hook_pending": None,
+    }
+
+
+def _is_known_to(graph: TraversalGraph, resource_id: int) -> bool:
+    return GraphNode(resource_id, True) in graph or GraphNode(resource_id, False) in graph
+
+
 def _is_left_alone_by_heal(stack: StackRecord, row: ResourceRecord) -> bool:
     """A heal converges its drifted resources; one given up on (FAILED) stays as it is."""
     return (
@@ -805,6 +876,24 @@ def _event(
         reason=reason,
         physical_resource_id=_text(physical_id),
     )
+
+
+_TEMPLATE_DIGEST = "template_digest"
+
+
+def _with_template_digest(data: Mapping[str, Any], resource: ResourceDefinition) -> dict[str, Any]:
+    """A provider template resource remembers which text of its template it applied."""
+    if resource.provider_digest is None:
+        return dict(data)
+    return {**data, _TEMPLATE_DIGEST: resource.provider_digest}
+
+
+def _template_changed(row: ResourceRecord, resource: ResourceDefinition) -> bool:
+    """The provider template's text differs from the one last applied (Heat updates the
+    nested stack then, even when the resource's properties are the same)."""
+    if resource.provider_digest is None or row.physical_resource_id is None:
+        return False
+    return row.plugin_data.get(_TEMPLATE_DIGEST) != resource.provider_digest
 
 
 def _text(value: Any) -> str | None:

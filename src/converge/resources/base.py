@@ -37,20 +37,34 @@ class NestedStackState:
     state: str  # Heat's stack_status: CREATE_COMPLETE, UPDATE_FAILED, …
     reason: str
     outputs: Mapping[str, Any] = field(default_factory=dict)  # output name -> value
+    project_id: str = ""
 
     @property
     def is_complete(self) -> bool:
         return self.state.endswith("_COMPLETE")
+
+    @property
+    def arn(self) -> str:
+        """Heat's identifier of the stack, which ``get_resource`` of a template resource
+        gives: ``arn:openstack:heat::PROJECT:stacks/NAME/ID``."""
+        return f"arn:openstack:heat::{self.project_id}:stacks/{self.stack_name}/{self.stack_id}"
 
 
 class NestedStacks(Protocol):
     """What the engine offers a plugin whose real thing is a stack (provider templates)."""
 
     async def apply(
-        self, ctx: ResourceContext, properties: Mapping[str, Any], stack_id: str | None
+        self,
+        ctx: ResourceContext,
+        properties: Mapping[str, Any],
+        stack_id: str | None,
+        *,
+        template: Mapping[str, Any] | None = None,
     ) -> str:
         """Start creating (``stack_id`` None) or updating the nested stack of the resource
-        in ``ctx``, to its template in the owner's current files; return its id."""
+        in ``ctx``, to its template in the owner's current files (or to ``template``, one
+        the plugin made, such as a group's), with ``properties`` as parameters; return its
+        id."""
         ...
 
     async def wait(self, stack_id: str) -> NestedStackState:
@@ -89,6 +103,8 @@ class ResourceContext:
     # The traversal compares with observed reality (Heat's ``converge: true``): what a
     # plugin converges inside (a nested stack) should do the same.
     converge: bool = False
+    # The resource's ``update_policy`` section, evaluated (a group's rolling update).
+    update_policy: Any = None
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (None: no deadline)."""
@@ -103,6 +119,9 @@ class ValidationContext:
 
     allowed_roots: tuple[Path, ...] = ()
     settings: Mapping[str, Any] = field(default_factory=dict)
+    # Properties the template sets to values known only once other resources exist: they
+    # are left out of the properties validated, and are not absent (no default applies).
+    unknown: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -144,6 +163,10 @@ class ResourcePlugin(ABC):
     # The real thing holds things of its own that a traversal converges (a nested stack):
     # a traversal comparing with reality updates it even when its properties are unchanged.
     converges_inside: ClassVar[bool] = False
+    # Never changed by an update (Heat's ``_needs_update`` always False): a placeholder.
+    never_updates: ClassVar[bool] = False
+    # Attribute names beyond the declared ones are accepted (a group's ``resource.N.attr``).
+    open_attributes: ClassVar[bool] = False
 
     @classmethod
     def schema(cls) -> ResourceTypeSchema:
@@ -153,6 +176,7 @@ class ResourcePlugin(ABC):
             attributes=cls.attributes_schema,
             description=cls.description,
             open_properties=cls.open_properties,
+            open_attributes=cls.open_attributes,
         )
 
     @abstractmethod
@@ -201,6 +225,12 @@ class ResourcePlugin(ABC):
         depend on other resources). Checks that need the machine (paths, commands) go here.
         """
         return ()
+
+    def validation_template(self, properties: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """For a type whose real thing is a nested stack it writes itself (a group): a
+        template of that stack to validate before anything is made, from the properties
+        known now; None when there is none or it cannot be known yet."""
+        return None
 
     def essence(self, live: Mapping[str, Any]) -> Mapping[str, Any]:
         """The part of observed reality that matters: drop volatile fields (pure).

@@ -4,7 +4,7 @@ Its properties are the template's parameters and its attributes the template's o
 (and ``OS::stack_id``), as the template layer's ``provider_schema`` declares them, so
 this plugin accepts any property: validation happened there. As in Heat, every change of
 properties updates the nested stack in place, and ``get_resource`` gives the nested
-stack's id (or its ``OS::stack_id`` output). The engine does the work through
+stack's ARN (or its ``OS::stack_id`` output). The engine does the work through
 ``ctx.nested``; this plugin asks for it and reads the outcome.
 """
 
@@ -27,27 +27,14 @@ PROVIDER_TYPE = "<provider template>"
 STACK_ID_OUTPUT = "OS::stack_id"
 
 
-class ProviderTemplate(ResourcePlugin):
-    type_name = PROVIDER_TYPE
-    description = "A nested stack made from a template file (Heat's template resource)."
-    open_properties = True
+class NestedStackResource(ResourcePlugin):
+    """A resource whose real thing is a stack of its own: delete and observe that stack."""
+
     converges_inside = True
-
-    async def create(self, ctx: ResourceContext, properties: Mapping[str, Any]) -> Outcome:
-        stacks = _engine(ctx)
-        stack_id = await stacks.apply(ctx, properties, None)
-        return _outcome(await stacks.wait(stack_id))
-
-    async def update(
-        self, ctx: ResourceContext, current: AppliedState, properties: Mapping[str, Any]
-    ) -> Outcome:
-        stacks = _engine(ctx)
-        stack_id = await stacks.apply(ctx, properties, current.physical_id)
-        return _outcome(await stacks.wait(stack_id))
 
     async def delete(self, ctx: ResourceContext, current: AppliedState) -> None:
         # Also without a physical id: a failed create leaves a stack to delete.
-        state = await _engine(ctx).delete(ctx, current.physical_id)
+        state = await nested_stacks(ctx).delete(ctx, current.physical_id)
         if state is not None and state.state != "DELETE_COMPLETE":
             raise PermanentFailure(
                 f"nested stack {state.stack_name} is {state.state}: {state.reason}"
@@ -64,6 +51,24 @@ class ProviderTemplate(ResourcePlugin):
             return None
         return dict(current.properties)
 
+
+class ProviderTemplate(NestedStackResource):
+    type_name = PROVIDER_TYPE
+    description = "A nested stack made from a template file (Heat's template resource)."
+    open_properties = True
+
+    async def create(self, ctx: ResourceContext, properties: Mapping[str, Any]) -> Outcome:
+        stacks = nested_stacks(ctx)
+        stack_id = await stacks.apply(ctx, properties, None)
+        return settled_outcome(await stacks.wait(stack_id))
+
+    async def update(
+        self, ctx: ResourceContext, current: AppliedState, properties: Mapping[str, Any]
+    ) -> Outcome:
+        stacks = nested_stacks(ctx)
+        stack_id = await stacks.apply(ctx, properties, current.physical_id)
+        return settled_outcome(await stacks.wait(stack_id))
+
     async def attributes(
         self, ctx: ResourceContext, current: AppliedState, names: Collection[str]
     ) -> Mapping[str, Any]:
@@ -77,17 +82,29 @@ class ProviderTemplate(ResourcePlugin):
         return values
 
     def reference_id(self, current: AppliedState) -> Any:
+        # Heat's TemplateResource: the template's OS::stack_id output, else the nested
+        # stack's ARN.
         outputs: Mapping[str, Any] = current.data.get("outputs") or {}
-        return outputs.get(STACK_ID_OUTPUT, current.physical_id)
+        if STACK_ID_OUTPUT in outputs:
+            return outputs[STACK_ID_OUTPUT]
+        return current.data.get("arn") or current.physical_id
 
 
-def _engine(ctx: ResourceContext) -> NestedStacks:
+def nested_stacks(ctx: ResourceContext) -> NestedStacks:
     if ctx.nested is None:
         raise PermanentFailure("a nested stack needs the engine, which this context lacks")
     return ctx.nested
 
 
-def _outcome(state: NestedStackState) -> Outcome:
+def settled_outcome(state: NestedStackState) -> Outcome:
     if not state.is_complete:
-        raise PermanentFailure(f"nested stack {state.stack_name} is {state.state}: {state.reason}")
-    return Outcome(state.stack_id, {"outputs": dict(state.outputs)})
+        raise nested_failure(state)
+    return Outcome(state.stack_id, {"outputs": dict(state.outputs), "arn": state.arn})
+
+
+def nested_failure(state: NestedStackState) -> PermanentFailure:
+    """A failed nested stack's failure as its resource's, keeping the kind and the path of
+    the resource inside that failed (Heat: ``ValueError: resources.box.resources.part:``)."""
+    return PermanentFailure.from_reason(
+        state.reason, f"nested stack {state.stack_name} is {state.state}: {state.reason}"
+    )

@@ -10,6 +10,7 @@ from converge.core.template.environment import is_provider_template
 from converge.errors import NotFound
 from converge.resources.base import ResourcePlugin
 from converge.resources.builtin import BUILTIN_TYPES
+from converge.resources.group import GROUP_TYPES
 from converge.resources.local import LOCAL_TYPES
 from converge.resources.nested import ProviderTemplate
 from converge.resources.postgres import POSTGRES_TYPES
@@ -82,6 +83,8 @@ def default_registry(*, enable_local_types: bool = True) -> PluginRegistry:
     registry = PluginRegistry()
     for name, plugin_class in BUILTIN_TYPES:
         registry.register(plugin_class, type_name=name)
+    for group_class in GROUP_TYPES:
+        registry.register(group_class)
     if enable_local_types:
         for plugin_class in LOCAL_TYPES:
             registry.register(plugin_class)

@@ -7,10 +7,12 @@ import pytest
 from converge.core.decide import (
     MISSING,
     Change,
+    Decision,
     ResourceState,
     changed_properties,
     decide_cleanup,
     decide_update,
+    restriction,
 )
 from converge.core.schema import PropertySchema, PropertyType
 from converge.core.states import Action, Status
@@ -107,3 +109,29 @@ def test_changed_properties_counts_missing_keys() -> None:
 )
 def test_cleanup_decision_table(current: bool, policy: str, expected: Change) -> None:
     assert decide_cleanup(current, policy).change == expected
+
+
+def test_a_row_deleted_by_a_superseded_operation_is_created_again() -> None:
+    # Heat's _needs_update: DELETE_COMPLETE never updates in place.
+    deleted = ResourceState(
+        action=Action.DELETE,
+        status=Status.COMPLETE,
+        type="T",
+        properties={"a": 1},
+        current_template_id=1,
+        has_physical_resource=False,
+    )
+    decision = decide_update(deleted, "T", {"a": 1}, {})
+    assert decision.change == Change.CREATE
+
+
+def test_restricted_actions_forbid_only_the_change_they_name() -> None:
+    update = Decision(Change.UPDATE, "properties changed")
+    replace = Decision(Change.REPLACE, "type changed")
+    assert restriction(update, frozenset({"update"}), "db") == (
+        "ResourceActionRestricted: resources.db: update is restricted for resource."
+    )
+    assert restriction(replace, frozenset({"update"}), "db") is None
+    assert restriction(replace, frozenset({"replace"}), "db") is not None
+    for change in (Change.CREATE, Change.NOTHING, Change.DELETE):
+        assert restriction(Decision(change, ""), frozenset({"update", "replace"}), "db") is None

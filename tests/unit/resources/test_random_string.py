@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from converge.errors import PermanentFailure
-from converge.resources.base import AppliedState, ResourceContext
+from converge.resources.base import AppliedState, ResourceContext, ValidationContext
 from converge.resources.builtin.random_string import CHARACTER_CLASSES, RandomString, generate
 
 DEFAULTS: dict[str, Any] = {
@@ -86,6 +86,34 @@ async def test_impossible_properties_fail_create(ctx: ResourceContext) -> None:
         await RandomString().create(
             ctx, props(length=1, character_classes=[{"class": "digits", "min": 2}])
         )
+
+
+def test_validation_refuses_a_length_below_the_minimums_as_heat_does() -> None:
+    # Heat's RandomString.validate: the stack is refused before anything is made.
+    problems = list(
+        RandomString().validate(
+            {"length": 4, "character_classes": [{"class": "digits", "min": 5}]},
+            ValidationContext(),
+        )
+    )
+    assert [name for name, _ in problems] == ["length"]
+    assert "minimums add up to 5" in problems[0][1]
+
+
+def test_validation_takes_the_default_length_and_classes_when_absent() -> None:
+    problems = RandomString().validate(
+        {"character_sequences": [{"sequence": "ab", "min": 32}]}, ValidationContext()
+    )
+    # 32 from the sequence plus 1 from the default lettersdigits class exceed 32.
+    assert [name for name, _ in problems] == ["length"]
+
+
+def test_validation_leaves_a_length_known_only_later_to_create() -> None:
+    problems = RandomString().validate(
+        {"character_classes": [{"class": "digits", "min": 40}]},
+        ValidationContext(unknown=frozenset({"length"})),
+    )
+    assert list(problems) == []
 
 
 def test_bad_entries_get_clear_messages() -> None:

@@ -20,6 +20,8 @@ BUILTIN = {
     "OS::Heat::RandomString",
     "OS::Heat::Dummy",
     "Dummy",
+    "OS::Heat::ResourceGroup",
+    "OS::Heat::ResourceChain",
 }
 LOCAL = {"Local::Directory", "Local::File", "Local::Process"}
 POSTGRES = {"PostgreSQL::Role", "PostgreSQL::Database"}

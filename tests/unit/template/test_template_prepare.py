@@ -243,7 +243,9 @@ def test_conditions(schemas: StaticTypeSchemas, identity: StackIdentity) -> None
     user = definition.resources["user"]
     assert user.properties == {"value": [None, None, "yes_prod"]}
     assert user.requires == frozenset() and user.depends_on == ()
-    assert list(definition.outputs) == ["prod"]
+    # As in Heat, an output whose condition is false is listed with a null value.
+    assert list(definition.outputs) == ["dev", "prod"]
+    assert definition.outputs["dev"].value is None
 
     dev = prepare(CONDITIONS, schemas, identity, parameters={"env": "dev"})
     assert list(dev.resources) == ["dev_only", "user"]

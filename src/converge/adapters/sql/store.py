@@ -637,9 +637,12 @@ class SqlStore:
         with self._tx() as conn:
             # Only reports of settled traversals: a traversal started since must keep its own.
             current = conn.execute(
-                sa.select(t.stack.c.current_traversal, t.stack.c.status).where(
-                    t.stack.c.id == stack_id
-                )
+                sa.select(
+                    t.stack.c.current_traversal,
+                    t.stack.c.status,
+                    t.stack.c.raw_template_id,
+                    t.stack.c.prev_raw_template_id,
+                ).where(t.stack.c.id == stack_id)
             ).one_or_none()
             purge = t.sync_report.delete().where(t.sync_report.c.stack_id == stack_id)
             if current is not None and current.status == str(Status.IN_PROGRESS):
@@ -654,10 +657,22 @@ class SqlStore:
                 ).scalars()
                 if value is not None
             }
+            if current is not None:
+                # An operation may have started since the caller read the stack.
+                in_use |= {
+                    value
+                    for value in (current.raw_template_id, current.prev_raw_template_id)
+                    if value is not None
+                }
+            if not in_use:
+                return
             conn.execute(
                 t.raw_template.delete().where(
                     t.raw_template.c.stack_id == stack_id,
-                    t.raw_template.c.id.not_in(in_use) if in_use else sa.true(),
+                    t.raw_template.c.id.not_in(in_use),
+                    # Only what is older than everything in use: a newer template may
+                    # belong to an operation stored but not started yet.
+                    t.raw_template.c.id < min(in_use),
                 )
             )
 
@@ -877,11 +892,14 @@ class SqlStore:
         events: Sequence[NewEvent] = (),
         reports: Mapping[GraphNode, Mapping[str, Any]],
         expected_counts: Mapping[GraphNode, int],
+        kept_if_superseded: Mapping[str, Any] | None = None,
     ) -> tuple[bool, list[GraphNode], str]:
         """Store a node's result and report it to its successors in one transaction.
 
         Returns (stored, successors now ready, the stack's current traversal). ``stored``
         is False when the resource row changed under us (nothing is written then).
+        ``kept_if_superseded``: a row to delete is kept with these changes instead when
+        the traversal is no longer current (the newer one may have chosen the row).
         """
         return await self._short(
             self._finish_node,
@@ -895,6 +913,7 @@ class SqlStore:
             events,
             reports,
             expected_counts,
+            kept_if_superseded,
         )
 
     def _finish_node(
@@ -910,9 +929,18 @@ class SqlStore:
         events: Sequence[NewEvent],
         reports: Mapping[GraphNode, Mapping[str, Any]],
         expected_counts: Mapping[GraphNode, int],
+        kept_if_superseded: Mapping[str, Any] | None = None,
     ) -> tuple[bool, list[GraphNode], str]:
         if resource_id is not None and expected_key is not None:
-            if delete_resource:
+            if (
+                delete_resource
+                and kept_if_superseded is not None
+                and self._current_traversal(conn, stack_id) != traversal_id
+            ):
+                if not self._cas_resource(conn, resource_id, expected_key, kept_if_superseded):
+                    conn.rollback()
+                    return False, [], ""
+            elif delete_resource:
                 if not self._delete_resource(conn, resource_id, expected_key):
                     conn.rollback()
                     return False, [], ""

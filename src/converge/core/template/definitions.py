@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -47,6 +48,9 @@ class ResourceDefinition:
     hooks: frozenset[str] = frozenset()
     restricted_actions: frozenset[str] = frozenset()
     provider_template: str | None = None  # the files-map key when the type is a template
+    # A digest of that template's text: a changed file updates the nested stack even when
+    # the resource's properties did not change (Heat compares the nested template).
+    provider_digest: str | None = None
     schema: ResourceTypeSchema | None = field(default=None, repr=False, compare=False)
     scope: StackScope | None = field(default=None, repr=False, compare=False)
 
@@ -103,6 +107,7 @@ class StackDefinition:
     outputs: Mapping[str, OutputDefinition]
     conditions: Mapping[str, bool] = field(default_factory=dict)
     hidden_parameters: frozenset[str] = frozenset()
+    parameter_types: Mapping[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()  # things accepted without effect (event_sinks, …)
     environment: Environment | None = field(default=None, repr=False, compare=False)
 
@@ -113,10 +118,13 @@ class StackDefinition:
             return resource.hooks
         return self.environment.hooks_for(name) if self.environment is not None else frozenset()
 
-    def visible_parameters(self) -> dict[str, Any]:
-        """Parameter values safe to show: hidden ones masked as Heat does."""
+    def parameter_texts(self) -> dict[str, str]:
+        """Parameter values as Heat shows them: text by type, hidden ones masked
+        (Heat's ``Parameter.__str__``: ``'True'``, ``'3'``, ``'a,b'``, JSON for json)."""
         return {
-            name: ("******" if name in self.hidden_parameters else value)
+            name: "******"
+            if name in self.hidden_parameters
+            else parameter_text(self.parameter_types.get(name, "string"), value)
             for name, value in self.parameters.items()
         }
 
@@ -148,6 +156,17 @@ class StackDefinition:
 
     def needs_all_attributes(self, name: str) -> bool:
         return ALL_ATTRIBUTES in self.attributes_needed().get(name, frozenset())
+
+
+def parameter_text(type_name: str, value: Any) -> str:
+    """One parameter value as Heat's ``Parameter.__str__`` writes it."""
+    if value is None:
+        return ""
+    if type_name == "comma_delimited_list" and isinstance(value, list | tuple):
+        return ",".join(str(item) for item in value)
+    if type_name == "json":
+        return json.dumps(value)
+    return str(value)
 
 
 def located(error: TemplateError, where: Where) -> TemplateError:

@@ -7,6 +7,7 @@ and references, outputs, and finally dependency cycles.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from datetime import datetime
 from types import MappingProxyType
@@ -31,7 +32,7 @@ from converge.core.template.definitions import (
 )
 from converge.core.template.environment import Environment, is_provider_template
 from converge.core.template.gcpause import without_gc
-from converge.core.template.nodes import Unresolved, Where, parse, partial
+from converge.core.template.nodes import Unresolved, Where, format_path, parse, partial
 from converge.core.template.nodes import references as find_references
 from converge.core.template.parameter_merge import environment_sources
 from converge.core.template.parameters import (
@@ -267,16 +268,26 @@ class _Preparer:
         self.resource_types[name] = (implementation, schema, None)
 
     def check_attribute(self, resource: str, attribute: str, where: Where) -> None:
-        implementation, schema, _ = self.resource_types.get(resource, ("", None, None))
-        if schema is None or (schema.open_properties and not schema.attributes):
+        implementation, schema, provider = self.resource_types.get(resource, ("", None, None))
+        if schema is None or schema.open_attributes:
+            return
+        if schema.open_properties and not schema.attributes:
             return
         if attribute in schema.attributes or attribute in BASE_ATTRIBUTES:
             return
         choices = [*schema.attributes, *BASE_ATTRIBUTES]
-        raise where.error(
+        message = (
             f"resource {resource!r} ({implementation}) has no attribute {attribute!r}"
             f"{did_you_mean(attribute, choices)}"
         )
+        if provider is not None:
+            # Heat accepts any attribute of a template resource (its value is null when
+            # the template has no such output): a warning, not an error.
+            note = f"{format_path(where.path)}: {message}; its value will be null"
+            if note not in self.notes:
+                self.notes.append(note)
+            return
+        raise where.error(message)
 
     # --- snippets ---------------------------------------------------------------------------
 
@@ -354,6 +365,11 @@ class _Preparer:
             hooks=self.environment.hooks_for(name),
             restricted_actions=self.environment.restricted_actions_for(name),
             provider_template=provider,
+            provider_digest=(
+                hashlib.sha256(self.files[provider].encode()).hexdigest()[:16]
+                if provider is not None and provider in self.files
+                else None
+            ),
             schema=schema,
             scope=scope,
         )
@@ -476,6 +492,10 @@ class _Preparer:
                 continue
             if self.condition_of(raw, where):
                 outputs[name] = self.output(name, raw, where, scope)
+            else:
+                # Heat still lists an output whose condition is false, with a null value.
+                description = str(raw.get("description") or "")
+                outputs[name] = OutputDefinition(name, None, where, description, scope)
 
         definition = StackDefinition(
             version=self.version,
@@ -485,6 +505,7 @@ class _Preparer:
             outputs=MappingProxyType(outputs),
             conditions=MappingProxyType(dict(self.conditions.values)),
             hidden_parameters=self.hidden,
+            parameter_types={name: str(schema.type) for name, schema in declared.items()},
             notes=tuple(self.notes),
             environment=self.environment,
         )

@@ -20,6 +20,8 @@ from converge.resources.builtin.world import WorldBacked
 
 class NoneResource(WorldBacked):
     type_name = "OS::Heat::None"
+    open_properties = True
+    never_updates = True
     description = (
         "Enables easily disabling certain resources via the resource_registry: does nothing, "
         "accepts any properties and returns None for any attribute."

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import secrets
 import string
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from converge.core.schema import AttributeSchema, Constraint, PropertySchema, PropertyType
 from converge.errors import PermanentFailure
-from converge.resources.base import AppliedState, Outcome, ResourceContext
+from converge.resources.base import AppliedState, Outcome, ResourceContext, ValidationContext
 from converge.resources.builtin.world import WorldBacked
 
 CHARACTER_CLASSES: Mapping[str, str] = {
@@ -109,6 +109,19 @@ class RandomString(WorldBacked):
         ),
     }
 
+    def validate(
+        self, properties: Mapping[str, Any], ctx: ValidationContext
+    ) -> Iterable[tuple[str, str]]:
+        # Heat refuses at validation a length below the minimums it must satisfy; decidable
+        # only when the length and every minimum are known before the stack exists.
+        if ctx.unknown & {"length", "character_classes", "character_sequences", "sequence"}:
+            return []
+        try:
+            generate(properties, dry_run=True)
+        except ValueError as error:
+            return [("length", str(error))]
+        return []
+
     async def create(self, ctx: ResourceContext, properties: Mapping[str, Any]) -> Outcome:
         try:
             value = generate(properties)
@@ -137,8 +150,11 @@ class RandomString(WorldBacked):
         return current.data.get("value") if current.physical_id is not None else None
 
 
-def generate(properties: Mapping[str, Any]) -> str:
-    """A new random string for these (validated) properties; ``ValueError`` if impossible."""
+def generate(properties: Mapping[str, Any], *, dry_run: bool = False) -> str:
+    """A new random string for these (validated) properties; ``ValueError`` if impossible.
+
+    ``dry_run`` checks the properties only and returns an empty string.
+    """
     length = properties.get("length")
     length = 32 if length is None else int(length)
     pools = _pools(properties)
@@ -148,6 +164,8 @@ def generate(properties: Mapping[str, Any]) -> str:
             "Length property cannot be smaller than combined character class and character "
             f"sequence minimums (length {length}, minimums add up to {minimum})"
         )
+    if dry_run:
+        return ""
     chosen = [secrets.choice(chars) for chars, count in pools for _ in range(count)]
     everything = "".join(sorted({char for chars, _ in pools for char in chars}))
     chosen += [secrets.choice(everything) for _ in range(length - len(chosen))]

@@ -166,7 +166,8 @@ def _wait_secs(properties: Mapping[str, Any], action: str) -> float:
 
 def _fail_if_asked(ctx: ResourceContext, properties: Mapping[str, Any]) -> None:
     if properties.get("fail"):
-        raise PermanentFailure(f"Test Resource failed {ctx.resource_name}")
+        # Heat's TestResource raises ValueError, which names the failure in the reason.
+        raise PermanentFailure(f"Test Resource failed {ctx.resource_name}", kind="ValueError")
 
 
 async def _wait(ctx: ResourceContext, what: str, seconds: float) -> None:

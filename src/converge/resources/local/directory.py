@@ -1,15 +1,18 @@
 """Local::Directory: a directory under the allowed roots, with its permission mode.
 
-Create makes missing parents too and adopts a directory already there (an interrupted
-create, or one the author wants managed). Delete removes it only when empty unless
-``purge_on_delete`` says to remove its content; already gone is success.
+Create makes missing parents too and takes up a directory already there only when it carries
+this resource's marker (an interrupted create) or the template says ``adopt: true``; any
+other existing directory is refused. Delete removes it only when empty unless
+``purge_on_delete`` says to remove its content (never following a symlink inside); an
+adopted directory is left in place with its content; already gone is success. Every step
+goes through directory descriptors opened from the root down (``confined``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
-import shutil
 import stat
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
@@ -24,11 +27,28 @@ from converge.resources.base import (
     ResourcePlugin,
     ValidationContext,
 )
+from converge.resources.local.confined import (
+    Location,
+    is_symlink,
+    locate,
+    locate_recorded,
+    lstat_at,
+    open_subdirectory,
+    opened_parent,
+    purge,
+)
 from converge.resources.local.paths import (
+    ADOPT_DESCRIPTION,
+    OWNER_ATTR,
     ConfinementError,
     confine,
+    is_adopted,
+    is_ours,
     may_delete,
     parse_mode,
+    read_marker,
+    refuse_takeover,
+    remove_markers,
     shown_mode,
     write_markers,
 )
@@ -56,6 +76,12 @@ class LocalDirectory(ResourcePlugin):
             default=False,
             update_allowed=True,
         ),
+        "adopt": PropertySchema(
+            PropertyType.BOOLEAN,
+            ADOPT_DESCRIPTION.format(kind="directory"),
+            default=False,
+            update_allowed=True,
+        ),
     }
     attributes_schema = {
         "path": AttributeSchema("The absolute path of the directory.", PropertyType.STRING),
@@ -67,35 +93,38 @@ class LocalDirectory(ResourcePlugin):
         return validate_path_and_mode(properties, ctx.allowed_roots)
 
     async def create(self, ctx: ResourceContext, properties: Mapping[str, Any]) -> Outcome:
-        path, mode = checked(ctx, properties)
-        await asyncio.to_thread(_make, path, mode, ctx)
-        return Outcome(str(path), {"path": str(path)})
+        return await self._make(ctx, properties, creating=True)
 
     async def update(
         self, ctx: ResourceContext, current: AppliedState, properties: Mapping[str, Any]
     ) -> Outcome:
-        path, mode = checked(ctx, properties)
-        await asyncio.to_thread(_make, path, mode, ctx)
-        return Outcome(str(path), {"path": str(path)})
+        return await self._make(ctx, properties, creating=False)
+
+    async def _make(
+        self, ctx: ResourceContext, properties: Mapping[str, Any], *, creating: bool
+    ) -> Outcome:
+        location, mode = checked(ctx, properties)
+        adopt = bool(properties.get("adopt"))
+        adopted = await asyncio.to_thread(
+            _make, location, mode, ctx, creating=creating, adopt=adopt
+        )
+        return Outcome(str(location.path), {"path": str(location.path), "adopted": adopted})
 
     async def delete(self, ctx: ResourceContext, current: AppliedState) -> None:
-        path = located(ctx, current)
-        if path is None:
+        location = located(ctx, current)
+        if location is None:
             return
-        purge = bool(current.properties.get("purge_on_delete"))
-        await asyncio.to_thread(_remove, path, purge, ctx, current.physical_id is not None)
+        purge_content = bool(current.properties.get("purge_on_delete"))
+        await asyncio.to_thread(_remove, location, purge_content, ctx, current)
 
     async def observe(
         self, ctx: ResourceContext, current: AppliedState
     ) -> Mapping[str, Any] | None:
-        path = located(ctx, current)
-        if path is None:
+        location = located(ctx, current)
+        if location is None:
             return None
-        try:
-            info = await asyncio.to_thread(os.stat, path, follow_symlinks=False)
-        except FileNotFoundError:
-            return None
-        if not stat.S_ISDIR(info.st_mode):
+        info = await asyncio.to_thread(_observe, location)
+        if info is None:
             return None
         return {
             **current.properties,
@@ -132,23 +161,24 @@ def validate_path_and_mode(
     return problems
 
 
-def checked(ctx: ResourceContext, properties: Mapping[str, Any]) -> tuple[Path, int]:
-    """The confined path and the mode, checked again at action time (values may be late)."""
+def checked(ctx: ResourceContext, properties: Mapping[str, Any]) -> tuple[Location, int]:
+    """The confined location and the mode, checked again at action time (values may be late)."""
     try:
-        path = confine(properties["path"], ctx.allowed_roots)
+        location = locate(properties["path"], ctx.allowed_roots)
         mode = parse_mode(properties.get("mode"))
     except (ConfinementError, ValueError) as exc:
         raise PermanentFailure(f"{ctx.resource_name}: {exc}") from None
-    return path, mode
+    return location, mode
 
 
-def located(ctx: ResourceContext, current: AppliedState) -> Path | None:
-    """Where the thing is: the recorded path, else (interrupted create) the configured one."""
-    raw = current.physical_id or current.properties.get("path")
-    if not raw:
-        return None
+def located(ctx: ResourceContext, current: AppliedState) -> Location | None:
+    """Where the thing is: the recorded path (taken literally), else (interrupted create) the
+    configured one; None when neither lies inside the allowed roots."""
     try:
-        return confine(str(raw), ctx.allowed_roots)
+        if current.physical_id:
+            return locate_recorded(current.physical_id, ctx.allowed_roots)
+        raw = current.properties.get("path")
+        return locate(str(raw), ctx.allowed_roots) if raw else None
     except ConfinementError:
         return None
 
@@ -160,36 +190,99 @@ def _canonical_mode(value: Any) -> str | None:
         return None
 
 
-def _make(path: Path, mode: int, ctx: ResourceContext) -> None:
+def _make(
+    location: Location, mode: int, ctx: ResourceContext, *, creating: bool, adopt: bool
+) -> bool:
+    """Make (or take up) the directory through descriptors; whether it is an adopted one."""
+    path = location.path
     try:
-        path.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise PermanentFailure(
-            f"{ctx.resource_name}: {path} exists and is not a directory"
-        ) from None
-    except OSError as exc:
+        with opened_parent(location, create=True) as parent:
+            try:
+                os.mkdir(location.name, mode, dir_fd=parent)
+                made = True
+            except FileExistsError:
+                made = False
+            fd = open_subdirectory(parent, location.name)
+            if fd is None:
+                if is_symlink(parent, location.name):
+                    raise PermanentFailure(
+                        f"{ctx.resource_name}: {path} is a symlink; converge follows no "
+                        "symlink below an allowed root"
+                    )
+                raise PermanentFailure(f"{ctx.resource_name}: {path} exists and is not a directory")
+            try:
+                adopted = False if made else _claim(fd, ctx, path, creating=creating, adopt=adopt)
+                os.fchmod(fd, mode)
+                write_markers(fd, ctx, adopted=adopted)
+            finally:
+                os.close(fd)
+            return adopted
+    except (ConfinementError, OSError) as exc:
         raise PermanentFailure(f"{ctx.resource_name}: cannot create {path}: {exc}") from None
-    if path.is_symlink() or not path.is_dir():
-        raise PermanentFailure(f"{ctx.resource_name}: {path} exists and is not a directory")
-    os.chmod(path, mode)
-    write_markers(path, ctx)
 
 
-def _remove(path: Path, purge: bool, ctx: ResourceContext, recorded: bool) -> None:
-    if not path.is_dir() or path.is_symlink():
-        return
-    if not may_delete(path, ctx, recorded):
-        return
-    if purge:
-        shutil.rmtree(path, ignore_errors=False)
-        return
+def _claim(fd: int, ctx: ResourceContext, path: Path, *, creating: bool, adopt: bool) -> bool:
+    """Whether an existing directory may be managed, and whether it is (or becomes) adopted."""
+    if is_ours(fd, ctx):
+        return is_adopted(fd, ctx)
+    if not creating and read_marker(fd, OWNER_ATTR) is None:
+        return False  # ours by record; the marker was lost (or is unsupported)
+    if adopt:
+        return True
+    raise refuse_takeover(ctx, path, "directory")
+
+
+def _remove(
+    location: Location, purge_content: bool, ctx: ResourceContext, current: AppliedState
+) -> None:
+    path = location.path
     try:
-        path.rmdir()
+        with opened_parent(location) as parent:
+            fd = open_subdirectory(parent, location.name)
+            if fd is None:
+                return
+            try:
+                if is_adopted(fd, ctx) or (
+                    current.data.get("adopted") and read_marker(fd, OWNER_ATTR) is None
+                ):
+                    remove_markers(fd)  # adopted: handed back with its content, never deleted
+                    return
+                if not may_delete(fd, ctx, current.physical_id is not None):
+                    return
+                if purge_content:
+                    purge(fd)
+                now = lstat_at(parent, location.name)
+                if now is None or not os.path.samestat(os.fstat(fd), now):
+                    return  # replaced while we looked: not what we checked
+                try:
+                    os.rmdir(location.name, dir_fd=parent)
+                except FileNotFoundError:
+                    return
+                except OSError as exc:
+                    if exc.errno != errno.ENOTEMPTY:
+                        raise
+                    left = sorted(os.listdir(fd))[:5]
+                    raise PermanentFailure(
+                        f"{ctx.resource_name}: {path} is not empty ({', '.join(left)}): remove "
+                        "its content or set purge_on_delete: true"
+                    ) from exc
+            finally:
+                os.close(fd)
     except FileNotFoundError:
         return
-    except OSError as exc:
-        left = sorted(entry.name for entry in path.iterdir())[:5]
-        raise PermanentFailure(
-            f"{ctx.resource_name}: {path} is not empty ({', '.join(left)}): remove its "
-            "content or set purge_on_delete: true"
-        ) from exc
+    except (ConfinementError, OSError) as exc:
+        raise PermanentFailure(f"{ctx.resource_name}: cannot delete {path}: {exc}") from None
+
+
+def _observe(location: Location) -> os.stat_result | None:
+    try:
+        with opened_parent(location) as parent:
+            fd = open_subdirectory(parent, location.name)
+    except (FileNotFoundError, ConfinementError):
+        return None  # not reachable without following a symlink: not the directory we made
+    if fd is None:
+        return None
+    try:
+        return os.fstat(fd)
+    finally:
+        os.close(fd)

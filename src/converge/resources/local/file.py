@@ -2,9 +2,11 @@
 
 Content and mode change in place; a new path replaces the file. Writes are atomic (a
 temporary file renamed over the path), so no reader and no interrupted create ever sees half
-a file. Create adopts a file already there when its content is what the template wants or it
-carries this resource's marker; any other existing file is refused, never overwritten.
-Missing parent directories are made.
+a file. Every step goes through directory descriptors opened from the root down
+(``confined``), so a parent swapped for a symlink fails the action instead of leading out.
+Create takes up a file carrying this resource's marker (an interrupted create); any other
+existing file is refused, never overwritten, unless ``adopt: true``: then it is managed,
+marked as adopted, and delete leaves it in place. Missing parent directories are made.
 """
 
 from __future__ import annotations
@@ -26,11 +28,26 @@ from converge.resources.base import (
     ResourcePlugin,
     ValidationContext,
 )
+from converge.resources.local.confined import (
+    Location,
+    create_exclusive,
+    lstat_at,
+    open_regular,
+    opened_parent,
+    unlink_entry,
+)
 from converge.resources.local.directory import checked, located, validate_path_and_mode
 from converge.resources.local.paths import (
+    ADOPT_DESCRIPTION,
+    OWNER_ATTR,
+    ConfinementError,
+    is_adopted,
     is_ours,
     may_delete,
     parse_mode,
+    read_marker,
+    refuse_takeover,
+    remove_markers,
     shown_mode,
     write_markers,
 )
@@ -58,6 +75,12 @@ class LocalFile(ResourcePlugin):
             default="0644",
             update_allowed=True,
         ),
+        "adopt": PropertySchema(
+            PropertyType.BOOLEAN,
+            ADOPT_DESCRIPTION.format(kind="file"),
+            default=False,
+            update_allowed=True,
+        ),
     }
     attributes_schema = {
         "path": AttributeSchema("The absolute path of the file.", PropertyType.STRING),
@@ -71,31 +94,36 @@ class LocalFile(ResourcePlugin):
         return validate_path_and_mode(properties, ctx.allowed_roots)
 
     async def create(self, ctx: ResourceContext, properties: Mapping[str, Any]) -> Outcome:
-        path, mode = checked(ctx, properties)
-        data = _encode(properties)
-        await asyncio.to_thread(_write, path, data, mode, ctx, adopting=True)
-        return Outcome(str(path), _facts(path, data))
+        return await self._write(ctx, properties, creating=True)
 
     async def update(
         self, ctx: ResourceContext, current: AppliedState, properties: Mapping[str, Any]
     ) -> Outcome:
-        path, mode = checked(ctx, properties)
+        return await self._write(ctx, properties, creating=False)
+
+    async def _write(
+        self, ctx: ResourceContext, properties: Mapping[str, Any], *, creating: bool
+    ) -> Outcome:
+        location, mode = checked(ctx, properties)
         data = _encode(properties)
-        await asyncio.to_thread(_write, path, data, mode, ctx, adopting=False)
-        return Outcome(str(path), _facts(path, data))
+        adopt = bool(properties.get("adopt"))
+        adopted = await asyncio.to_thread(
+            _write, location, data, mode, ctx, creating=creating, adopt=adopt
+        )
+        return Outcome(str(location.path), {**_facts(location.path, data), "adopted": adopted})
 
     async def delete(self, ctx: ResourceContext, current: AppliedState) -> None:
-        path = located(ctx, current)
-        if path is not None:
-            await asyncio.to_thread(_remove, path, ctx, current.physical_id is not None)
+        location = located(ctx, current)
+        if location is not None:
+            await asyncio.to_thread(_remove, location, ctx, current)
 
     async def observe(
         self, ctx: ResourceContext, current: AppliedState
     ) -> Mapping[str, Any] | None:
-        path = located(ctx, current)
-        if path is None:
+        location = located(ctx, current)
+        if location is None:
             return None
-        return await asyncio.to_thread(_observe, path, current.properties)
+        return await asyncio.to_thread(_observe, location, current.properties)
 
     def essence(self, live: Mapping[str, Any]) -> Mapping[str, Any]:
         content = str(live.get("content") or "").encode()
@@ -128,45 +156,98 @@ def _facts(path: Path, data: bytes) -> dict[str, Any]:
     return {"path": str(path), "sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
 
 
-def _write(path: Path, data: bytes, mode: int, ctx: ResourceContext, *, adopting: bool) -> None:
-    if path.is_symlink() or path.is_dir():
-        raise PermanentFailure(f"{ctx.resource_name}: {path} exists and is not a regular file")
-    if adopting and path.exists() and not is_ours(path, ctx) and path.read_bytes() != data:
-        raise PermanentFailure(
-            f"{ctx.resource_name}: {path} already exists with other content and was not made "
-            "by this resource; remove it or choose another path"
-        )
+def _write(
+    location: Location, data: bytes, mode: int, ctx: ResourceContext, *, creating: bool, adopt: bool
+) -> bool:
+    """Write atomically through descriptors; whether the file is an adopted one."""
+    path = location.path
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # A name of this row: a leftover of an interrupted write is simply overwritten.
-        temporary = path.with_name(f".{path.name}.{ctx.physical_name}.tmp")
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temporary, mode)  # the umask may have narrowed it
-        write_markers(temporary, ctx)
-        os.replace(temporary, path)
-    except OSError as exc:
+        with opened_parent(location, create=True) as parent:
+            adopted = _claim(parent, location, ctx, creating=creating, adopt=adopt)
+            # A name of this row: a leftover of an interrupted write is simply replaced.
+            temporary = f".{location.name}.{ctx.physical_name}.tmp"
+            fd = create_exclusive(parent, temporary, mode)
+            try:
+                with os.fdopen(fd, "wb", closefd=False) as handle:
+                    handle.write(data)
+                    handle.flush()
+                os.fsync(fd)
+                os.fchmod(fd, mode)  # the umask may have narrowed it
+                write_markers(fd, ctx, adopted=adopted)
+            finally:
+                os.close(fd)
+            os.replace(temporary, location.name, src_dir_fd=parent, dst_dir_fd=parent)
+            return adopted
+    except (ConfinementError, OSError) as exc:
         raise PermanentFailure(f"{ctx.resource_name}: cannot write {path}: {exc}") from None
 
 
-def _remove(path: Path, ctx: ResourceContext, recorded: bool) -> None:
-    if not path.is_file() or path.is_symlink():
-        return
-    if may_delete(path, ctx, recorded):
-        path.unlink(missing_ok=True)
-
-
-def _observe(path: Path, applied: Mapping[str, Any]) -> Mapping[str, Any] | None:
+def _claim(
+    parent: int, location: Location, ctx: ResourceContext, *, creating: bool, adopt: bool
+) -> bool:
+    """Check what is at the path now: whether writing may replace it, and whether it is (or
+    becomes) adopted. Nothing there: ours."""
+    existing = lstat_at(parent, location.name)
+    if existing is None:
+        return False
+    if not stat.S_ISREG(existing.st_mode):
+        raise PermanentFailure(
+            f"{ctx.resource_name}: {location.path} exists and is not a regular file"
+        )
+    fd = open_regular(parent, location.name)
+    if fd is None:
+        return False  # gone meanwhile
     try:
-        info = os.stat(path, follow_symlinks=False)
-        if not stat.S_ISREG(info.st_mode):
-            return None
-        content = path.read_bytes().decode("utf-8", "replace")
-    except (FileNotFoundError, NotADirectoryError):
+        if is_ours(fd, ctx):
+            return is_adopted(fd, ctx)
+        if not creating and read_marker(fd, OWNER_ATTR) is None:
+            return False  # ours by record; the marker was lost (or is unsupported)
+        if adopt:
+            return True
+        raise refuse_takeover(ctx, location.path, "file")
+    finally:
+        os.close(fd)
+
+
+def _remove(location: Location, ctx: ResourceContext, current: AppliedState) -> None:
+    try:
+        with opened_parent(location) as parent:
+            fd = open_regular(parent, location.name)
+            if fd is None:
+                return
+            try:
+                if is_adopted(fd, ctx) or (
+                    current.data.get("adopted") and read_marker(fd, OWNER_ATTR) is None
+                ):
+                    remove_markers(fd)  # adopted: handed back, never deleted
+                    return
+                if not may_delete(fd, ctx, current.physical_id is not None):
+                    return
+                now = lstat_at(parent, location.name)
+                if now is None or not os.path.samestat(os.fstat(fd), now):
+                    return  # replaced while we looked: not what we checked
+            finally:
+                os.close(fd)
+            unlink_entry(parent, location.name)
+    except FileNotFoundError:
+        return
+    except (ConfinementError, OSError) as exc:
+        raise PermanentFailure(
+            f"{ctx.resource_name}: cannot delete {location.path}: {exc}"
+        ) from None
+
+
+def _observe(location: Location, applied: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    try:
+        with opened_parent(location) as parent:
+            fd = open_regular(parent, location.name)
+    except (FileNotFoundError, ConfinementError):
+        return None  # not reachable without following a symlink: not the file we made
+    if fd is None:
         return None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        content = handle.read().decode("utf-8", "replace")
     return {
         **applied,
         "content": content,

@@ -1,9 +1,10 @@
 """Starts a service detached from converge: run as a script, a spec as JSON on stdin.
 
-The launcher forks; the child starts a new session, points its output at the log file and
-executes the command; the launcher prints the child's pid and exits without waiting, so the
-service is re-parented away from the engine and outlives it. Whether exec succeeded comes
-back through a close-on-exec pipe: end of file means it did, bytes carry the error.
+The launcher forks; the child starts a new session, enters the working directory and points
+its output at the log file through descriptors converge passed it, and executes the command;
+the launcher prints the child's pid and exits without waiting, so the service is re-parented
+away from the engine and outlives it. Whether exec succeeded comes back through a
+close-on-exec pipe: end of file means it did, bytes carry the error.
 Standard library only, imported by nothing: it runs in a fresh, isolated interpreter.
 """
 
@@ -20,12 +21,14 @@ def main() -> int:
         os.close(read_end)
         try:
             os.setsid()
-            os.chdir(spec["cwd"])
+            # Descriptors opened by converge without following symlinks, never the paths.
+            os.fchdir(spec["cwd_fd"])
             null = os.open(os.devnull, os.O_RDONLY)
-            log = os.open(spec["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             os.dup2(null, 0)
-            os.dup2(log, 1)
-            os.dup2(log, 2)
+            os.dup2(spec["log_fd"], 1)
+            os.dup2(spec["log_fd"], 2)
+            for fd in {null, spec["cwd_fd"], spec["log_fd"]} - {0, 1, 2}:
+                os.close(fd)
             os.umask(0o022)
             os.execve(spec["executable"], spec["argv"], spec["env"])
         except OSError as exc:

@@ -35,6 +35,7 @@ from converge.resources.base import (
     ValidationContext,
 )
 from converge.resources.local import procfs
+from converge.resources.local.confined import locate_recorded, open_append, open_directory
 from converge.resources.local.paths import ConfinementError, confine
 from converge.resources.local.watch import ProcessWatcher
 
@@ -225,12 +226,39 @@ def launch_spec(ctx: ResourceContext, properties: Mapping[str, Any]) -> dict[str
     env[procfs.MARKER_VARIABLE] = ctx.physical_name
     asked = json.dumps([argv, env, str(cwd), log], sort_keys=True).encode()
     env[procfs.SPEC_VARIABLE] = hashlib.sha256(asked).hexdigest()[:16]
-    if log != os.devnull:
-        Path(log).parent.mkdir(parents=True, exist_ok=True)
     return {"executable": executable, "argv": argv, "env": env, "cwd": str(cwd), "log": log}
 
 
 async def _launch(ctx: ResourceContext, spec: Mapping[str, Any]) -> procfs.ProcessIdentity:
+    descriptors = await asyncio.to_thread(_open_places, ctx, spec)
+    try:
+        return await _run_launcher(ctx, {**spec, **descriptors})
+    finally:
+        for fd in descriptors.values():
+            os.close(fd)
+
+
+def _open_places(ctx: ResourceContext, spec: Mapping[str, Any]) -> dict[str, int]:
+    """The working directory and the log, opened from the root down without following a
+    symlink (``confined``): the launcher uses these descriptors, never the paths, so a
+    parent swapped for a symlink after the check cannot lead the service or its log out."""
+    descriptors: dict[str, int] = {}
+    try:
+        descriptors["cwd_fd"] = open_directory(locate_recorded(spec["cwd"], ctx.allowed_roots))
+        if spec["log"] == os.devnull:
+            descriptors["log_fd"] = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+        else:
+            descriptors["log_fd"] = open_append(locate_recorded(spec["log"], ctx.allowed_roots))
+    except (ConfinementError, OSError) as exc:
+        for fd in descriptors.values():
+            os.close(fd)
+        raise PermanentFailure(
+            f"{ctx.resource_name}: cannot open the working directory or the log: {exc}"
+        ) from None
+    return descriptors
+
+
+async def _run_launcher(ctx: ResourceContext, spec: Mapping[str, Any]) -> procfs.ProcessIdentity:
     launcher = await asyncio.create_subprocess_exec(
         sys.executable,
         "-I",
@@ -239,6 +267,7 @@ async def _launch(ctx: ResourceContext, spec: Mapping[str, Any]) -> procfs.Proce
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
+        pass_fds=(spec["cwd_fd"], spec["log_fd"]),
     )
     try:
         async with asyncio.timeout(LAUNCH_TIMEOUT):

@@ -12,7 +12,7 @@ import pytest
 from converge.errors import PermanentFailure
 from converge.resources.base import AppliedState, ResourceContext, ValidationContext
 from converge.resources.local import LocalDirectory, LocalFile
-from converge.resources.local.paths import ROW_ATTR
+from converge.resources.local.paths import ADOPTED_ATTR, ROW_ATTR
 
 LocalContext = Callable[..., ResourceContext]
 
@@ -50,22 +50,57 @@ async def test_file_create_observe_update_delete(root: Path, local_context: Loca
     assert await plugin.observe(ctx, applied) is None
 
 
-async def test_file_create_adopts_its_own_work_and_refuses_a_strangers_file(
+async def test_file_create_takes_up_its_own_work_and_refuses_a_strangers_file(
     root: Path, local_context: LocalContext
 ) -> None:
     plugin, ctx = LocalFile(), local_context()
     props = {"path": "x.txt", "content": "mine", "mode": "0644"}
     await plugin.create(ctx, props)
-    # An interrupted create runs again: the same file is adopted, not duplicated.
-    await plugin.create(ctx, {**props, "content": "mine, edited template"})
+    # An interrupted create runs again: the same file is taken up, not duplicated.
+    again = await plugin.create(ctx, {**props, "content": "mine, edited template"})
     assert (root / "x.txt").read_text() == "mine, edited template"
+    assert again.data["adopted"] is False
 
     (root / "theirs.txt").write_text("not converge's")
-    with pytest.raises(PermanentFailure, match="already exists with other content"):
+    with pytest.raises(PermanentFailure, match=r"theirs.txt already exists and was not made by"):
         await plugin.create(ctx, {**props, "path": "theirs.txt"})
     assert (root / "theirs.txt").read_text() == "not converge's"
+    # Matching content is no licence either: taking over is the author's explicit choice.
     (root / "same.txt").write_text("mine")
-    await plugin.create(ctx, {**props, "path": "same.txt"})  # matching content: adopted
+    with pytest.raises(PermanentFailure, match=r"set 'adopt: true' to manage it"):
+        await plugin.create(ctx, {**props, "path": "same.txt"})
+    assert os.listxattr(root / "same.txt") == []
+    # Another stack's resource of the same name made this one: not ours either.
+    other = local_context(stack_id="stack-2")
+    await plugin.create(other, {**props, "path": "other.txt"})
+    with pytest.raises(PermanentFailure, match=r"stack stack-1, resource res"):
+        await plugin.create(ctx, {**props, "path": "other.txt"})
+
+
+async def test_an_adopted_file_is_managed_and_left_in_place_on_delete(
+    root: Path, local_context: LocalContext
+) -> None:
+    plugin, ctx = LocalFile(), local_context()
+    (root / "existing.conf").write_text("the user's\n")
+    props = {"path": "existing.conf", "content": "managed\n", "mode": "0600", "adopt": True}
+    outcome = await plugin.create(ctx, props)
+    assert outcome.data["adopted"] is True
+    assert (root / "existing.conf").read_text() == "managed\n"
+    assert os.getxattr(root / "existing.conf", ADOPTED_ATTR) == b"stack-1/res"
+    again = await plugin.create(ctx, props)  # an interrupted create keeps it adopted
+    assert again.data["adopted"] is True
+    applied = AppliedState(outcome.physical_id, props, outcome.data)
+    updated = await plugin.update(ctx, applied, {**props, "content": "v2\n"})
+    assert updated.data["adopted"] is True
+    await plugin.delete(ctx, AppliedState(updated.physical_id, props, updated.data))
+    assert (root / "existing.conf").read_text() == "v2\n"  # handed back, not deleted
+    assert os.listxattr(root / "existing.conf") == []
+
+    # adopt: true where nothing exists makes the file, owns it, and deletes it.
+    fresh = await plugin.create(ctx, {**props, "path": "fresh.conf"})
+    assert fresh.data["adopted"] is False
+    await plugin.delete(ctx, AppliedState(fresh.physical_id, props, fresh.data))
+    assert not (root / "fresh.conf").exists()
 
 
 async def test_cleanup_of_a_replaced_row_leaves_what_the_replacement_adopted(
@@ -86,9 +121,7 @@ async def test_action_time_checks_refuse_late_paths(local_context: LocalContext)
         await LocalFile().create(local_context(), {"path": "../x", "content": "", "mode": "0644"})
 
 
-async def test_directory_create_adopt_mode_and_delete(
-    root: Path, local_context: LocalContext
-) -> None:
+async def test_directory_create_mode_and_delete(root: Path, local_context: LocalContext) -> None:
     plugin, ctx = LocalDirectory(), local_context()
     props = {"path": "a/b", "mode": "0750", "purge_on_delete": False}
     outcome = await plugin.create(ctx, props)
@@ -108,6 +141,25 @@ async def test_directory_create_adopt_mode_and_delete(
     assert not (root / "a" / "b").exists()
     await plugin.delete(ctx, purge)
     assert await plugin.observe(ctx, applied) is None
+
+
+async def test_an_existing_directory_is_refused_unless_adopted_and_never_purged(
+    root: Path, local_context: LocalContext
+) -> None:
+    plugin, ctx = LocalDirectory(), local_context()
+    (root / "home" / "data").mkdir(parents=True)
+    (root / "home" / "data" / "precious").write_text("the user's")
+    props = {"path": "home/data", "mode": "0755", "purge_on_delete": True}
+    with pytest.raises(PermanentFailure, match=r"home/data already exists and was not made by"):
+        await plugin.create(ctx, props)
+    assert os.listxattr(root / "home" / "data") == []
+
+    adopted = await plugin.create(ctx, {**props, "adopt": True})
+    assert adopted.data["adopted"] is True
+    applied = AppliedState(adopted.physical_id, {**props, "adopt": True}, adopted.data)
+    await plugin.delete(ctx, applied)
+    assert (root / "home" / "data" / "precious").read_text() == "the user's"
+    assert os.listxattr(root / "home" / "data") == []
 
 
 async def test_a_file_where_a_directory_should_be_fails(

@@ -1,0 +1,77 @@
+"""What a stack shows, as Heat shows it (heat/engine/api.py format_stack, parameters'
+__str__, outputs with conditions)."""
+
+from __future__ import annotations
+
+from converge.api import Converge
+
+TEMPLATE = """
+heat_template_version: 2021-04-16
+parameters:
+  flag: {type: boolean, default: false}
+  count: {type: number, default: 3}
+  zones: {type: comma_delimited_list, default: [a, b]}
+  extra: {type: json, default: {k: 1}}
+  secret: {type: string, default: s3cret, hidden: true}
+conditions:
+  never: {get_param: flag}
+resources:
+  a: {type: OS::Heat::Value, properties: {value: {get_param: count}}}
+outputs:
+  shown: {value: {get_attr: [a, value]}, description: always}
+  hidden_by_condition: {value: {get_attr: [a, value]}, condition: never, description: disabled}
+"""
+
+
+async def test_parameters_are_shown_as_heat_writes_them(cv: Converge) -> None:
+    stack = await cv.create_stack("v", TEMPLATE)
+    assert stack.parameters == {
+        "flag": "False",
+        "count": "3",
+        "zones": "a,b",
+        "extra": '{"k": 1}',
+        "secret": "******",
+        "OS::stack_id": stack.id,
+        "OS::project_id": "default",
+        "OS::stack_name": "v",
+    }
+
+
+async def test_an_output_whose_condition_is_false_is_listed_with_a_null_value(
+    cv: Converge,
+) -> None:
+    await cv.create_stack("v", TEMPLATE)
+    outputs = {o["output_key"]: o for o in await cv.outputs("v")}
+    assert outputs["shown"]["output_value"] == 3
+    assert outputs["hidden_by_condition"]["output_value"] is None
+    assert outputs["hidden_by_condition"]["description"] == "disabled"
+
+
+VICTIM = """
+heat_template_version: 2021-04-16
+resources:
+  oops: {type: OS::Heat::TestResource, properties: {fail: true}}
+"""
+
+OWNER = """
+heat_template_version: 2021-04-16
+resources:
+  victim: {type: victim.yaml}
+"""
+
+
+async def test_failure_reasons_name_the_error_and_the_nested_path(cv: Converge) -> None:
+    # Heat: "Resource CREATE failed: ValueError: resources.victim.resources.oops: Test
+    # Resource failed oops" (the exception's class and the path through nested stacks).
+    stack = await cv.create_stack(
+        "owner", OWNER, files={"victim.yaml": VICTIM}, disable_rollback=True
+    )
+    assert stack.stack_status == "CREATE_FAILED"
+    assert stack.stack_status_reason == (
+        "Resource CREATE failed: ValueError: resources.victim.resources.oops: "
+        "Test Resource failed oops"
+    )
+    (victim,) = await cv.list_resources("owner")
+    assert victim.resource_status_reason == (
+        "ValueError: resources.victim.resources.oops: Test Resource failed oops"
+    )
