@@ -56,7 +56,7 @@ _PROGRAM = "from converge.cli.main import main\nmain()\n"
 def test_two_concurrent_applies_of_a_new_stack_never_crash(tmp_path: Path) -> None:
     """Each either creates, updates what the other created, or says the name is taken
     (exit 4); the stack ends complete (a half-made stack made the loser exit 70). A
-    create superseded by the other's update ends with exit 1, naming the later state."""
+    create superseded by the other's update ends with exit 6 and says so."""
     (tmp_path / "demo.yaml").write_text(TEMPLATE)
     command = [sys.executable, "-c", _PROGRAM, "apply", "demo.yaml", "--state", "s.db"]
     processes = [
@@ -67,11 +67,11 @@ def test_two_concurrent_applies_of_a_new_stack_never_crash(tmp_path: Path) -> No
     ]
     outcomes = [(p.wait(timeout=60), p.communicate()[1]) for p in processes]
     for code, stderr in outcomes:
-        assert code in (0, 1, 4), outcomes
+        assert code in (0, 4, 6), outcomes
         if code == 4:
             assert "a stack named 'demo' already exists in" in stderr, outcomes
-        if code == 1:
-            assert "error: stack demo is UPDATE_COMPLETE" in stderr, outcomes
+        if code == 6:
+            assert "the create of stack demo was superseded" in stderr, outcomes
     assert any(code == 0 for code, _ in outcomes)
     with sqlite3.connect(tmp_path / "s.db") as conn:
         stacks = conn.execute("SELECT name, status, raw_template_id FROM stack").fetchall()
