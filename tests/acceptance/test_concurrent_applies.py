@@ -116,7 +116,7 @@ async def test_update_of_a_stack_still_being_created_is_a_clear_conflict(cv: Con
         timeout_mins=None,
         drift_policy="notify",
     )
-    with pytest.raises(Conflict, match="stack r has no template .*`converge destroy` it"):
+    with pytest.raises(Conflict, match=r"stack r has no template .*`converge destroy` it"):
         await cv.update_stack(record.id, CHAIN)
 
 

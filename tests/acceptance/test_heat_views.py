@@ -75,3 +75,50 @@ async def test_failure_reasons_name_the_error_and_the_nested_path(cv: Converge) 
     assert victim.resource_status_reason == (
         "ValueError: resources.victim.resources.oops: Test Resource failed oops"
     )
+
+
+REPLACED = """
+heat_template_version: 2021-04-16
+parameters:
+  fixed: {type: string, default: a}
+resources:
+  r: {type: Test::Thing, properties: {fixed: {get_param: fixed}}}
+  gone: {type: Test::Thing}
+"""
+
+
+async def test_events_of_a_replacement_and_of_deletes_say_what_happened(cv: Converge) -> None:
+    await cv.create_stack("e", REPLACED)
+    without_gone = REPLACED.replace("  gone: {type: Test::Thing}\n", "")
+    await cv.update_stack("e", without_gone, parameters={"fixed": "b"})
+    events = [
+        (e.resource_status, e.resource_status_reason)
+        for e in await cv.list_events("e", resource_name="r")
+    ]
+    # Heat marks the old resource UPDATE_COMPLETE ("requires replacement") before the new
+    # one is created, then deletes the old one.
+    replaced_at = events.index(
+        (
+            "UPDATE_COMPLETE",
+            "The Resource r requires replacement: changed properties that cannot be updated "
+            "in place: fixed",
+        )
+    )
+    assert events[replaced_at + 1][0] == "CREATE_IN_PROGRESS"
+    assert ("DELETE_IN_PROGRESS", "replaced by a new resource") in events
+    assert ("UPDATE_IN_PROGRESS", "Replacing") not in [(s, r.split(":")[0]) for s, r in events]
+    gone = [
+        (e.resource_status, e.resource_status_reason)
+        for e in await cv.list_events("e", resource_name="gone")
+    ]
+    assert ("DELETE_IN_PROGRESS", "not in the current template") in gone
+    await cv.delete_stack("e")
+    last = [
+        (e.resource_status, e.resource_status_reason)
+        for e in await cv.list_events("e", resource_name="r")
+    ]
+    # A stack delete is not a template change: Heat says "state changed".
+    assert last[-2:] == [
+        ("DELETE_IN_PROGRESS", "state changed"),
+        ("DELETE_COMPLETE", "state changed"),
+    ]

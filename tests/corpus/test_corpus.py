@@ -35,7 +35,8 @@ def test_corpus(path: Path) -> None:
     wanted = expected(path)
     assert wanted, f"{path.name} states no expectation"
     with pytest.raises(TemplateError) as info:
-        template = load_template(path.read_bytes(), path.name)
+        # strict: a repeated key is an error here (by default it is a warning, as in Heat)
+        template = load_template(path.read_bytes(), path.name, strict=True)
         prepare_stack(
             template, identity=StackIdentity("corpus", "id", "project"), schemas=default_registry()
         )

@@ -2,9 +2,11 @@
 
 The files map holds what the template fetches with ``get_file`` and the provider templates
 that the template (``type: nested.yaml``) or an environment (``resource_registry``) name.
-Each is keyed by the reference exactly as written, read relative to the directory of the
-file that references it, and never from outside the directory of the template (or of the
-environment) the chain started from, so a template cannot read ``../../etc/passwd``.
+Each is keyed by the reference exactly as written and read relative to the directory of
+the file that references it, wherever that leads (``../common/ports.yaml``, an absolute
+path, ``file://``), as python-heatclient's ``template_utils`` does: this is the client
+side, run by the user on their own files. The server side never reads files: it has only
+the request's files map. Other URLs (``http://``) are refused: there is no network here.
 """
 
 from __future__ import annotations
@@ -13,12 +15,15 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from converge.core.template.environment import is_provider_template
 from converge.core.template.loader import load_document
 from converge.core.template.nodes import Where
 from converge.errors import TemplateError, TemplateErrors
+
+if TYPE_CHECKING:
+    from converge.engine.settings import EngineSettings
 
 # Environment registry keys whose values are not provider templates.
 _NOT_PROVIDERS = frozenset({"base_url", "hooks", "restricted_actions"})
@@ -55,6 +60,21 @@ def read_source(path: str | os.PathLike[str]) -> SourceFile:
     return SourceFile(text, shown, Path(path).resolve().parent)
 
 
+def embedded_settings(state: str) -> EngineSettings:
+    """Settings of the embedded engine: Local::* types may touch only the state's directory.
+
+    Here, not with the commands that run the engine, so ``validate`` reads them cheaply.
+    """
+    from converge.engine.settings import EngineSettings
+
+    plugin_settings = {}
+    if os.environ.get("CONVERGE_POSTGRES_URL"):
+        plugin_settings["postgres_url"] = os.environ["CONVERGE_POSTGRES_URL"]
+    return EngineSettings(
+        allowed_roots=(Path(state).resolve().parent,), plugin_settings=plugin_settings
+    )
+
+
 def parse_parameters(pairs: Sequence[str]) -> dict[str, str]:
     """``key=value`` pairs into a mapping; a value may contain ``=``; the last key wins."""
     parameters: dict[str, str] = {}
@@ -79,7 +99,7 @@ def read_inputs(
     errors: list[TemplateError] = []
     for source, is_environment in [(template, False), *((e, True) for e in environments)]:
         try:
-            collector.collect(source, root=source.directory, is_environment=is_environment)
+            collector.collect(source, is_environment=is_environment)
         except TemplateError as error:
             errors.append(error)
     TemplateErrors.raise_if_any(errors)
@@ -92,7 +112,7 @@ class _FilesCollector:
         self._origin: dict[str, Path] = {}
         self._visited: set[Path] = set()
 
-    def collect(self, source: SourceFile, *, root: Path, is_environment: bool) -> None:
+    def collect(self, source: SourceFile, *, is_environment: bool) -> None:
         data, source_map = load_document(source.text, source.filename)
         where = Where(source.filename, (), source_map)
         references = (
@@ -103,23 +123,17 @@ class _FilesCollector:
         errors: list[TemplateError] = []
         for reference, place, is_template in sorted(references, key=lambda r: r[1].line or 0):
             try:
-                self._add(reference, place, source.directory, root, is_template)
+                self._add(reference, place, source.directory, is_template)
             except TemplateError as error:
                 errors.append(error)
         TemplateErrors.raise_if_any(errors)
 
-    def _add(
-        self, reference: str, where: Where, directory: Path, root: Path, is_template: bool
-    ) -> None:
+    def _add(self, reference: str, where: Where, directory: Path, is_template: bool) -> None:
         if "://" in reference and not reference.startswith("file://"):
             raise where.error(
-                f"{reference!r} is not a local file: converge reads files next to the template"
+                f"{reference!r} is not a local file: converge reads only files on this machine"
             )
         path = (directory / reference.removeprefix("file://")).resolve()
-        if not path.is_relative_to(root):
-            raise where.error(
-                f"{reference!r} is outside {root}: files must be next to the template or below it"
-            )
         if not path.is_file():
             raise where.error(f"no file {reference!r} (looked for {path})")
         try:
@@ -137,7 +151,7 @@ class _FilesCollector:
         if is_template and path not in self._visited:
             self._visited.add(path)
             nested = SourceFile(text, _shown(path), path.parent)
-            self.collect(nested, root=root, is_environment=False)
+            self.collect(nested, is_environment=False)
 
 
 def _shown(path: Path) -> str:

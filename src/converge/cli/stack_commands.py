@@ -8,7 +8,6 @@ the command runs, and goes through the one error boundary in ``converge.cli.boun
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,13 +17,12 @@ import click
 
 from converge.cli import output
 from converge.cli.boundary import EXIT_FAILED, EXIT_OK, Session, run_command
-from converge.cli.inputs import Inputs, parse_parameters, read_inputs
+from converge.cli.inputs import Inputs, embedded_settings, parse_parameters, read_inputs
 from converge.cli.progress import Display, LineDisplay, LiveDisplay, Outcome, QuietDisplay, follow
 from converge.errors import NotFound
 
 if TYPE_CHECKING:
     from converge.api import Converge
-    from converge.engine.settings import EngineSettings
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -123,18 +121,6 @@ async def _open(
     settings = embedded_settings(state)
     async with Converge.embedded(state, settings=settings, read_only=read_only) as cv:
         yield cv
-
-
-def embedded_settings(state: str) -> EngineSettings:
-    """Settings of the embedded engine: Local::* types may touch only the state's directory."""
-    from converge.engine.settings import EngineSettings
-
-    plugin_settings = {}
-    if os.environ.get("CONVERGE_POSTGRES_URL"):
-        plugin_settings["postgres_url"] = os.environ["CONVERGE_POSTGRES_URL"]
-    return EngineSettings(
-        allowed_roots=(Path(state).resolve().parent,), plugin_settings=plugin_settings
-    )
 
 
 def _run(body: Callable[[Session], Coroutine[Any, Any, int]], debug: bool, log_json: bool) -> None:

@@ -1,107 +1,44 @@
-"""``converge validate``: check a template with its environments and parameters, offline.
+"""``converge validate``: check templates with their environments and parameters, offline.
 
-The files map (what ``get_file`` and provider templates read) is built from the files the
-template references by ``get_file`` and the types it or the environments name as template
-files (``type: server.yaml``, ``"My::Server": server.yaml``), read relative to the file that
-names them and only from the template's directory or below it: validating a template must
-not be a way to read arbitrary files.
+As Heat's validate, it needs no parameter values: a parameter without one is noted, and
+what depends on it is checked as far as it can be (``plan`` and ``apply`` demand them).
+The files map is read as ``apply`` reads it (``inputs.py``: relative to the file that
+names it, as python-heatclient does). Several templates are checked in one run, each with
+the same environments and parameters, so a directory of templates costs one start.
+
+Start time matters here (a CI job validates one template per call): the plugins, the
+engine's checks and everything else heavy are imported only once a template is read.
 """
 
 from __future__ import annotations
 
-import datetime
 import json
-from collections import Counter
-from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from converge.core.template import (
-    Environment,
-    StackDefinition,
-    StackIdentity,
-    load_environment,
-    load_template,
-    merge_environments,
-)
-from converge.core.template.environment import is_provider_template
-from converge.core.template.loader import load_document
-from converge.errors import TemplateError, TemplateErrors
-
 if TYPE_CHECKING:
+    from converge.core.template import StackDefinition
     from converge.engine.settings import EngineSettings
+    from converge.errors import TemplateError
 
 _HIDDEN = "******"
 
 
 def _parameters(values: tuple[str, ...]) -> dict[str, str]:
-    parameters: dict[str, str] = {}
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="-P")
-        parameters[key] = value
-    return parameters
+    from converge.cli.inputs import parse_parameters
 
-
-def _referenced_files(data: Any) -> Iterator[str]:
-    """``get_file`` keys and template-file resource types named anywhere in ``data``."""
-    pending = [data]
-    while pending:
-        node = pending.pop()
-        if isinstance(node, dict):
-            if len(node) == 1 and isinstance(node.get("get_file"), str):
-                yield node["get_file"]
-            kind = node.get("type")
-            if isinstance(kind, str) and is_provider_template(kind):
-                yield kind
-            pending.extend(node.values())
-        elif isinstance(node, list):
-            pending.extend(node)
-
-
-class _FilesMap:
-    """Reads referenced files, refusing any outside ``root``."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root.resolve()
-        self.files: dict[str, str] = {}
-        self.errors: list[TemplateError] = []
-
-    def add(self, key: str, relative_to: Path, referrer: str) -> str | None:
-        if key in self.files or "://" in key:
-            return None
-        path = (relative_to / key).resolve()
-        if not path.is_relative_to(self.root):
-            self.errors.append(
-                TemplateError(
-                    f"refusing to read {key!r}: it is outside the template's directory {self.root}",
-                    file=referrer,
-                )
-            )
-            return None
-        try:
-            self.files[key] = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            self.errors.append(TemplateError(f"cannot read {key!r}: {exc}", file=referrer))
-            return None
-        return self.files[key]
-
-    def add_tree(self, data: Any, relative_to: Path, referrer: str, depth: int = 0) -> None:
-        for key in _referenced_files(data):
-            content = self.add(key, relative_to, referrer)
-            if content is not None and is_provider_template(key) and depth < 10:
-                try:
-                    nested, _ = load_document(content, key)
-                except TemplateError:
-                    continue  # reported when the provider template is validated
-                self.add_tree(nested, (relative_to / key).parent, key, depth + 1)
+    try:
+        return parse_parameters(values)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="-P") from None
 
 
 def _summary(definition: StackDefinition) -> dict[str, Any]:
-    types = Counter(resource.type for resource in definition.resources.values())
+    types: dict[str, int] = {}
+    for resource in definition.resources.values():
+        types[resource.type] = types.get(resource.type, 0) + 1
     return {
         "version": definition.version.date,
         "description": definition.description,
@@ -117,6 +54,8 @@ def _summary(definition: StackDefinition) -> dict[str, Any]:
 
 
 def _sorted_errors(error: TemplateError) -> list[TemplateError]:
+    from converge.errors import TemplateErrors
+
     errors = error.errors if isinstance(error, TemplateErrors) else [error]
     return sorted(errors, key=lambda e: (e.file or "", e.line or 0))
 
@@ -124,46 +63,47 @@ def _sorted_errors(error: TemplateError) -> list[TemplateError]:
 def run_validate(
     template_path: Path,
     environment_paths: list[Path],
-    parameters: Mapping[str, str],
+    parameters: dict[str, str],
     settings: EngineSettings | None = None,
+    *,
+    strict: bool = False,
 ) -> tuple[StackDefinition | None, list[TemplateError]]:
     """Validate files on disk; the definition, or the problems found.
 
     With ``settings`` (what ``apply`` would run with: allowed roots, plugin settings) each
     plugin checks its own values too, such as a ``Local::*`` path outside the allowed roots.
+    ``strict``: a repeated mapping key is an error, not a note.
     """
-    # Plugins and the engine's checks load only when needed.
+    import datetime
+
+    from converge.cli.inputs import read_inputs
+    from converge.core.template import (
+        StackIdentity,
+        load_environment,
+        load_template,
+        merge_environments,
+    )
     from converge.engine.validation import prepare_definition
+    from converge.errors import TemplateError
     from converge.resources.registry import default_registry
 
-    name = str(template_path)
-    files = _FilesMap(template_path.parent)
     try:
-        template = load_template(template_path.read_bytes(), name)
-        environments: list[Environment] = []
-        for path in environment_paths:
-            environment = load_environment(path.read_bytes(), str(path))
-            environments.append(environment)
-            for key in sorted(environment.provider_templates()):
-                content = files.add(key, path.parent, str(path))
-                if content is not None:
-                    try:
-                        nested, _ = load_document(content, key)
-                    except TemplateError:
-                        continue
-                    files.add_tree(nested, (path.parent / key).parent, key)
-        files.add_tree(template.data, template_path.parent, name)
-        if files.errors:
-            return None, files.errors
+        inputs = read_inputs(template_path, environment_paths)
+        template = load_template(inputs.template.text, inputs.template.filename, strict=strict)
+        environments = [
+            load_environment(source.text, source.filename, strict=strict)
+            for source in inputs.environments
+        ]
         definition = prepare_definition(
             template,
             environment=merge_environments(environments),
             parameters=parameters,
-            files=files.files,
+            files=inputs.files,
             identity=StackIdentity(template_path.stem, "validate", "validate"),
             registry=default_registry(),
             settings=settings,
             now=datetime.datetime.now(datetime.UTC),
+            require_values=False,
         )
     except TemplateError as exc:
         return None, _sorted_errors(exc)
@@ -191,8 +131,23 @@ def _table(definition: StackDefinition, name: str) -> str:
     return "\n".join(lines)
 
 
+def _report(
+    template: Path, definition: StackDefinition | None, errors: list[TemplateError]
+) -> dict[str, Any]:
+    report: dict[str, Any] = {"template": str(template), "valid": definition is not None}
+    report["errors"] = [error.as_dict() for error in errors]
+    if definition is not None:
+        report.update(_summary(definition))
+    return report
+
+
 @click.command()
-@click.argument("template", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument(
+    "templates",
+    nargs=-1,
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+)
 @click.option(
     "-e",
     "--environment",
@@ -203,6 +158,12 @@ def _table(definition: StackDefinition, name: str) -> str:
 )
 @click.option(
     "-P", "--parameter", "parameters", multiple=True, metavar="KEY=VALUE", help="A parameter value."
+)
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Refuse a key repeated in a mapping (Heat keeps the last one; so does converge, "
+    "with a note).",
 )
 @click.option(
     "-f",
@@ -222,30 +183,39 @@ def _table(definition: StackDefinition, name: str) -> str:
     "(env CONVERGE_STATE).",
 )
 def validate(
-    template: Path,
+    templates: tuple[Path, ...],
     environments: tuple[Path, ...],
     parameters: tuple[str, ...],
+    strict: bool,
     output_format: str,
     state: str,
 ) -> None:
-    """Check TEMPLATE without creating anything: prints each problem as
-    ``file:line: path: message`` (exit status 1) or a summary (exit status 0)."""
-    from converge.cli.stack_commands import embedded_settings
+    """Check each TEMPLATE without creating anything: prints each problem as
+    ``file:line: path: message`` or a summary. Exit status 1 when any template has a
+    problem. Parameters need no values here; ``plan`` and ``apply`` ask for them."""
+    from converge.cli.inputs import embedded_settings
 
     values = _parameters(parameters)
-    definition, errors = run_validate(
-        template, list(environments), values, settings=embedded_settings(state)
-    )
-    if output_format == "json":
-        report: dict[str, Any] = {"valid": definition is not None}
-        report["errors"] = [error.as_dict() for error in errors]
+    settings = embedded_settings(state)
+    reports: list[dict[str, Any]] = []
+    failed = False
+    for index, template in enumerate(templates):
+        definition, errors = run_validate(
+            template, list(environments), values, settings, strict=strict
+        )
+        failed = failed or definition is None
+        if output_format == "json":
+            reports.append(_report(template, definition, errors))
+            continue
+        if index:
+            click.echo()
         if definition is not None:
-            report.update(_summary(definition))
-        click.echo(json.dumps(report, indent=2, default=str))
-    elif definition is not None:
-        click.echo(_table(definition, str(template)))
-    else:
-        for error in errors:
-            click.echo(error.format())
-    if definition is None:
+            click.echo(_table(definition, str(template)))
+        else:
+            for error in errors:
+                click.echo(error.format())
+    if output_format == "json":
+        # one template: its report, as before; several: a list of them
+        click.echo(json.dumps(reports[0] if len(reports) == 1 else reports, indent=2, default=str))
+    if failed:
         raise SystemExit(1)

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from functools import cache
 from typing import Any
+
+from converge.core.bounded_json import parse_json
 
 
 @dataclass(frozen=True)
@@ -244,7 +245,7 @@ def _timezone(text: str, context: ConstraintContext) -> str | None:
 
 def _json_string(text: str, context: ConstraintContext) -> str | None:
     try:
-        json.loads(text)
+        parse_json(text)
     except ValueError as exc:
         return f"JSON string is not valid: {exc}"
     return None

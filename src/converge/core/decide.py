@@ -129,8 +129,14 @@ def _update_allowed(schema: Mapping[str, PropertySchema], name: str) -> bool:
 def decide_cleanup(
     is_current: bool,
     deletion_policy: str,
+    *,
+    replaced: bool = False,
+    stack_deleted: bool = False,
 ) -> Decision:
     """Decide the cleanup phase: keep the resource the new template uses, remove the rest.
+
+    The reason says why it goes: the stack is deleted (Heat's plain "state changed"), a
+    new resource replaced it, or the template no longer has it.
 
     Purely computational, no side-effects.
     """
@@ -138,6 +144,10 @@ def decide_cleanup(
         return Decision(Change.NOTHING, "in the current template")
     if deletion_policy == "Retain":
         return Decision(Change.RETAIN, "deletion_policy is Retain: the real resource is kept")
+    if stack_deleted:
+        return Decision(Change.DELETE, "state changed")
+    if replaced:
+        return Decision(Change.DELETE, "replaced by a new resource")
     return Decision(Change.DELETE, "not in the current template")
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -15,6 +14,7 @@ from converge.core.custom_constraints import (
     custom_constraint_name_problem,
     custom_constraint_problem,
 )
+from converge.core.patterns import PatternError, compile_pattern, matches_whole
 
 
 class PropertyType(StrEnum):
@@ -225,15 +225,15 @@ def constraint_shape_problem(constraint: Constraint) -> str | None:
         elif kind == "allowed_pattern":
             if not isinstance(args, str):
                 return "allowed_pattern needs a regular expression string"
-            re.compile(args)
+            compile_pattern(args)
         elif kind == "custom_constraint":
             return custom_constraint_name_problem(args)
         else:
             return f"unknown constraint {kind!r}"
+    except PatternError as exc:
+        return f"allowed_pattern is not a valid regular expression: {exc}"
     except ValueError as exc:
         return f"{kind}: {exc}"
-    except re.error as exc:
-        return f"allowed_pattern is not a valid regular expression: {exc}"
     return None
 
 
@@ -291,11 +291,9 @@ def constraint_problem(
                 break
     elif kind == "allowed_pattern":
         items = value if isinstance(value, list | tuple) else [value]
-        pattern = re.compile(args)
         for item in items:
             text = item if isinstance(item, str) else str(item)
-            match = pattern.match(text)
-            if match is None or match.end() != len(text):
+            if not matches_whole(args, text):
                 problem = f'"{_shown(item, show_value)}" does not match pattern "{args}"'
                 break
     elif kind == "custom_constraint":

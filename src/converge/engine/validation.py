@@ -42,8 +42,12 @@ def prepare_definition(
     previous_parameters: Mapping[str, Any] | None = None,
     depth: int = 0,
     now: datetime | None = None,
+    require_values: bool = True,
 ) -> StackDefinition:
     """A validated definition, or ``TemplateError`` naming every problem found.
+
+    ``require_values`` False: ``converge validate``, which as Heat's needs no parameter
+    values (``prepare_stack``); a stack operation always needs them.
 
     ``settings`` None: the template checks only, not the plugins' own (which need to know
     the engine's configuration: allowed roots, plugin settings). ``now``: the time an
@@ -59,6 +63,7 @@ def prepare_definition(
         schemas=registry,
         previous_parameters=previous_parameters,
         now=now,
+        require_values=require_values,
     )
     problems = [] if settings is None else plugin_problems(definition, registry, settings)
     problems += nested_problems(definition, files, identity, registry, settings, depth, now)

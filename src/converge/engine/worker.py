@@ -479,11 +479,12 @@ class Worker:
         await self.ctx.store.add_events(
             stack.id,
             [
+                # As Heat marks it: the old resource's update is done, by replacement.
                 _event(
                     old,
                     Action.UPDATE,
-                    Status.IN_PROGRESS,
-                    f"Replacing: {decision.reason}",
+                    Status.COMPLETE,
+                    f"The Resource {old.name} requires replacement: {decision.reason}",
                     old.physical_resource_id,
                 )
             ],
@@ -498,7 +499,12 @@ class Worker:
         if self._is_held_elsewhere(row) or _is_paused(row, stack.current_traversal):
             return
         is_current = GraphNode(row.id, True) in graph and row.replaced_by is None
-        decision = decide_cleanup(is_current, row.deletion_policy)
+        decision = decide_cleanup(
+            is_current,
+            row.deletion_policy,
+            replaced=row.replaced_by is not None,
+            stack_deleted=stack.action == Action.DELETE,
+        )
         if decision.change == Change.NOTHING:
             await self._finish(stack, graph, node, None, None)
             return

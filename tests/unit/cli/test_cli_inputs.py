@@ -85,24 +85,45 @@ def test_environment_providers_are_read_relative_to_the_environment(tmp_path: Pa
     assert [e.filename for e in inputs.environments] == [str(environment)]
 
 
-def test_files_outside_the_template_directory_are_refused_with_the_line(tmp_path: Path) -> None:
-    write(tmp_path / "secret.txt", "secret")
+def test_files_outside_the_template_directory_are_read_as_heatclient_does(tmp_path: Path) -> None:
+    # TripleO's service templates name ../common/… and ../../network/…: heatclient reads them
+    write(tmp_path / "common" / "ports.yaml", "heat_template_version: 2018-08-31\n")
+    write(tmp_path / "common" / "script.sh", "echo hi\n")
+    write(tmp_path / "absolute.txt", "absolute")
+    template = write(
+        tmp_path / "deployment" / "service.yaml",
+        "heat_template_version: 2018-08-31\n"
+        "resources:\n"
+        "  ports:\n    type: ../common/ports.yaml\n"
+        "  a:\n    type: OS::Heat::TestResource\n"
+        "    properties:\n"
+        "      value: {get_file: ../common/script.sh}\n"
+        f"      wait_secs: {{get_file: 'file://{tmp_path}/absolute.txt'}}\n",
+    )
+    assert read_inputs(template).files == {
+        "../common/ports.yaml": "heat_template_version: 2018-08-31\n",
+        "../common/script.sh": "echo hi\n",
+        f"file://{tmp_path}/absolute.txt": "absolute",
+    }
+
+
+def test_missing_files_and_remote_urls_are_refused_with_the_line(tmp_path: Path) -> None:
     template = write(
         tmp_path / "proj" / "stack.yaml",
         "heat_template_version: 2018-08-31\n"
         "resources:\n"
         "  a:\n    type: OS::Heat::TestResource\n"
-        "    properties:\n      value: {get_file: ../secret.txt}\n"
+        "    properties:\n      value: {get_file: 'https://example.com/x'}\n"
         "  b:\n    type: OS::Heat::TestResource\n"
-        "    properties:\n      value: {get_file: missing.txt}\n",
+        "    properties:\n      value: {get_file: ../missing.txt}\n",
     )
     with pytest.raises(TemplateErrors) as raised:
         read_inputs(template)
     lines = raised.value.format().splitlines()
     assert lines[0].startswith(f"{template}:6: resources.a.properties.value.get_file: ")
-    assert "'../secret.txt' is outside" in lines[0]
+    assert "'https://example.com/x' is not a local file" in lines[0]
     assert lines[1].startswith(f"{template}:10: resources.b.properties.value.get_file: ")
-    assert "no file 'missing.txt'" in lines[1]
+    assert "no file '../missing.txt'" in lines[1]
 
 
 def test_a_missing_template_is_a_template_error(tmp_path: Path) -> None:

@@ -135,3 +135,11 @@ def test_restricted_actions_forbid_only_the_change_they_name() -> None:
     assert restriction(replace, frozenset({"replace"}), "db") is not None
     for change in (Change.CREATE, Change.NOTHING, Change.DELETE):
         assert restriction(Decision(change, ""), frozenset({"update", "replace"}), "db") is None
+
+
+def test_cleanup_reasons_say_why_a_resource_goes() -> None:
+    assert decide_cleanup(False, "Delete").reason == "not in the current template"
+    assert decide_cleanup(False, "Delete", replaced=True).reason == "replaced by a new resource"
+    # Heat's plain reason for a stack delete.
+    assert decide_cleanup(False, "Delete", stack_deleted=True).reason == "state changed"
+    assert decide_cleanup(False, "Retain", stack_deleted=True).change == Change.RETAIN

@@ -176,6 +176,12 @@ def problem(name: str, value: Any, **kwargs: Any) -> str | None:
             "{a",
             "JSON string is not valid: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)",
         ),
+        (
+            "json_string",
+            ["[" * 100 + "]" * 100],
+            "[" * 100_000 + "]" * 100_000,  # was a RecursionError
+            "JSON string is not valid: nesting is deeper than 100 levels",
+        ),
     ],
 )
 def test_each_constraint_by_heats_rule(name: str, good: list[str], bad: str, message: str) -> None:

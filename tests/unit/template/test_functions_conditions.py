@@ -227,3 +227,9 @@ def test_refused_functions_say_why_and_where(version: str, name: str, message: s
 )
 def test_fn_select_until_2015_04_30(args: list[Any], expected: Any) -> None:
     assert evaluate({"Fn::Select": args}, "2015-04-30") == expected
+
+
+def test_fn_select_of_deeply_nested_json_text_is_a_clear_error() -> None:
+    text = "[" * 100_000 + "]" * 100_000  # was a RecursionError
+    with pytest.raises(TemplateError, match="is neither a list nor a map"):
+        evaluate({"Fn::Select": [0, text]}, "2015-04-30")

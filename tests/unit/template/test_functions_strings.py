@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import time
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_functions_fakes import evaluate, parse
 
+from converge.core.template.functions.repeat import MAX_REPEAT_VALUES
 from converge.core.template.functions.strings import replace_placeholders
 from converge.errors import TemplateError
 
@@ -357,3 +359,27 @@ def test_repeat_shapes(args: Any, message: str) -> None:
 def test_repeat_loop_values_must_be_lists() -> None:
     with pytest.raises(TemplateError, match="must be lists or maps; '%a%' is a string"):
         evaluate({"repeat": {"template": "x", "for_each": {"%a%": "abc"}}})
+
+
+def test_repeat_over_millions_of_combinations_is_refused_at_once() -> None:
+    # 40**4 copies took seconds to make before any check could see their size.
+    items = [str(i) for i in range(40)]
+    loops = {f"%{name}%": items for name in "abcd"}
+    started = time.perf_counter()
+    with pytest.raises(TemplateError) as caught:
+        evaluate({"repeat": {"template": "%a%%b%%c%%d%", "for_each": loops}})
+    assert time.perf_counter() - started < 0.5
+    assert caught.value.message == (
+        "repeat would make 2560000 copies of a template of 1 values, 2560000 values, "
+        f"more than the limit of {MAX_REPEAT_VALUES}; use shorter lists or fewer loop variables"
+    )
+
+
+def test_repeat_limit_counts_the_values_of_each_copy() -> None:
+    template = {"k": ["%a%", "%b%"]}  # a map, a list and two strings: 4 values
+    within = {"%a%": [str(i) for i in range(251)], "%b%": [str(i) for i in range(251)]}
+    assert len(evaluate({"repeat": {"template": "%a%%b%", "for_each": within}})) == 63_001
+    with pytest.raises(TemplateError, match="63001 copies of a template of 4 values"):
+        evaluate({"repeat": {"template": template, "for_each": within}})
+    zipped = {"template": template, "for_each": within, "permutations": False}
+    assert len(evaluate({"repeat": zipped})) == 251

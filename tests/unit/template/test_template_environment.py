@@ -61,6 +61,29 @@ def test_mapping_loops_are_reported() -> None:
         env.implementation_type("A")
 
 
+def test_a_wildcard_may_map_to_one_type_and_comes_before_exact_names_as_in_heat() -> None:
+    # Heat documents "OS::*": OS::Heat::None; converge used to refuse it.
+    env = load_environment(
+        "resource_registry:\n"
+        "  OS::*: OS::Heat::None\n"
+        "  OS::Nova::*: Test::*\n"
+        "  OS::Nova::Server: Test::Server\n"
+        "  My::Thing: Test::Value\n",
+        "env.yaml",
+    )
+    # Heat orders matching entries by their names: "OS::*" < "OS::Nova::*" < "OS::Nova::Server"
+    assert env.implementation_type("OS::Nova::Server") == "OS::Heat::None"
+    assert env.implementation_type("OS::Neutron::Port") == "OS::Heat::None"
+    assert env.implementation_type("OS::Heat::None") == "OS::Heat::None"  # not a loop
+    assert env.implementation_type("My::Thing") == "Test::Value"
+    assert env.implementation_type("Other::Type") == "Other::Type"
+    narrow = load_environment(
+        "resource_registry:\n  OS::Nova::*: Test::*\n  OS::Nova::Server: OS::Heat::None\n",
+        "env.yaml",
+    )
+    assert narrow.implementation_type("OS::Nova::Server") == "Test::Server"  # "*" < "S"
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -73,7 +96,6 @@ def test_mapping_loops_are_reported() -> None:
             "resource_registry:\n  resources:\n    r: {restricted_actions: [delete]}\n",
             "invalid restricted action 'delete'",
         ),
-        ("resource_registry:\n  A::*: B\n", "a wildcard mapping must map to a name ending in '*'"),
         ("resource_registry: [a]\n", "resource_registry must be a map"),
         ("parameters: [a]\n", "parameters must be a map"),
         ("- a\n", "an environment must be a map"),

@@ -8,8 +8,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from converge.core.schema import StaticTypeSchemas
-from converge.core.template import Limits, StackIdentity, load_template, prepare_stack
+from converge.core.schema import ResourceTypeSchema, StaticTypeSchemas
+from converge.core.template import (
+    Limits,
+    StackIdentity,
+    load_environment,
+    load_template,
+    prepare_stack,
+)
 from converge.core.template.loader import load_document
 from converge.errors import TemplateError, TemplateErrors
 
@@ -63,16 +69,49 @@ def test_json_syntax_errors_name_the_line() -> None:
     assert "invalid JSON" in str(info.value)
 
 
-def test_json_duplicate_keys_are_errors() -> None:
-    with pytest.raises(TemplateError, match="duplicate key 'a'") as info:
-        load_document('{"a": 1,\n "a": 2}', "t.json")
-    assert info.value.line == 2
+@pytest.mark.parametrize(
+    ("text", "filename"),
+    [('{"r": {"a": 1,\n "b": 2,\n "a": 3}}', "t.json"), ("r:\n  a: 1\n  b: 2\n  a: 3\n", "t.yaml")],
+)
+def test_repeated_keys_are_kept_as_heat_does_with_a_warning(text: str, filename: str) -> None:
+    # Heat's loader keeps the last one; converge used to refuse the document.
+    warnings: list[TemplateError] = []
+    data, _ = load_document(text, filename, warnings=warnings)
+    assert data == {"r": {"a": 3, "b": 2}}
+    last = 3 if filename == "t.json" else 4
+    first = 1 if filename == "t.json" else 2
+    assert [w.format() for w in warnings] == [
+        f"{filename}:{last}: r.a: duplicate key 'a': this one (line {last}) is used and the "
+        f"one on line {first} ignored, as Heat does"
+    ]
+    with pytest.raises(
+        TemplateError, match=f"duplicate key 'a' \\(first on line {first}\\)"
+    ) as info:
+        load_document(text, filename, strict=True)
+    assert info.value.line == last
+    assert info.value.path == "r.a"
+
+
+def test_repeated_keys_reach_the_notes_of_a_prepared_stack() -> None:
+    text = "heat_template_version: 2021-04-16\nresources:\n  a: {type: Test::Value}\n  a: {type: OS::Heat::None}\n"
+    template = load_template(text, "t.yaml")
+    assert template.resources == {"a": {"type": "OS::Heat::None"}}
+    schemas = StaticTypeSchemas([ResourceTypeSchema("OS::Heat::None", open_properties=True)])
+    definition = prepare_stack(template, identity=StackIdentity("s", "id", "p"), schemas=schemas)
+    assert definition.notes == (
+        "t.yaml:4: resources.a: duplicate key 'a': this one (line 4) is used and the one on "
+        "line 3 ignored, as Heat does",
+    )
+    with pytest.raises(TemplateError, match=r"t\.yaml:4: resources\.a: duplicate key 'a'"):
+        load_template(text, "t.yaml", strict=True)
+    environment = load_environment("parameters:\n  x: 1\n  x: 2\n", "env.yaml")
+    assert environment.parameters == {"x": 2}
+    assert environment.notes[0].startswith("env.yaml:3: parameters.x: duplicate key 'x'")
 
 
 @pytest.mark.parametrize(
     ("text", "line", "message"),
     [
-        ("a: 1\nb: 2\na: 3\n", 3, "duplicate key 'a' (first on line 1)"),
         ("a: [1,\n", 2, "invalid YAML"),
         ("a: &x [*x]\n", 1, "refers to a collection that contains it"),
         ("a: *nope\n", 1, "unknown alias *nope"),

@@ -296,3 +296,73 @@ def test_pseudo_parameters(schemas: StaticTypeSchemas, identity: StackIdentity) 
     )
     definition = prepare(text, schemas, identity)
     assert definition.resources["v"].properties == {"value": ["mystack", "stack-id-1", "project-1"]}
+
+
+@pytest.mark.parametrize("depth", [101, 100_000])
+def test_deeply_nested_json_text_is_a_clear_error(
+    schemas: StaticTypeSchemas, identity: StackIdentity, depth: int
+) -> None:
+    # 100,000 deep was a RecursionError from json.loads, not a template error.
+    text = "[" * depth + "]" * depth
+    with pytest.raises(TemplateError) as info:
+        prepare(f"parameters:\n  j: {{type: json, default: '{text}'}}\n", schemas, identity)
+    assert messages(info.value) == [
+        "t.yaml:3: parameters.j.default: invalid default: not valid JSON: "
+        "nesting is deeper than 100 levels"
+    ]
+    with pytest.raises(TemplateError, match="nesting is deeper than 100 levels"):
+        prepare("parameters:\n  j: {type: json}\n", schemas, identity, parameters={"j": text})
+    assert prepare(
+        "parameters:\n  j: {type: json}\n",
+        schemas,
+        identity,
+        parameters={"j": "[" * 100 + "]" * 100},
+    ).parameters["j"]
+
+
+def test_values_are_optional_when_validating_as_heat_does(
+    schemas: StaticTypeSchemas, identity: StackIdentity
+) -> None:
+    text = (
+        "parameters:\n  image: {type: string}\n  size: {type: number, default: 1}\n"
+        "conditions:\n  cirros: {equals: [{get_param: image}, cirros]}\n"
+        "resources:\n  s:\n    type: Test::Server\n"
+        "    properties: {image: {get_param: image}, flavor: {if: [cirros, small, huge]}}\n"
+    )
+    definition = prepare(text, schemas, identity, require_values=False)
+    assert definition.parameters == {"size": 1}
+    assert definition.notes == ("parameter 'image' has no value: plan and apply will need one",)
+    # everything else is still checked, including a wrong value that is given
+    with pytest.raises(TemplateError) as info:
+        prepare(text.replace("flavor:", "flavr:"), schemas, identity, require_values=False)
+    assert messages(info.value) == [
+        "t.yaml:10: resources.s.properties.flavr: unknown property 'flavr' (did you mean 'flavor'?)"
+    ]
+    with pytest.raises(TemplateError, match="invalid value given for parameter 'size'"):
+        prepare(text, schemas, identity, parameters={"size": "x"}, require_values=False)
+    with pytest.raises(TemplateError, match="parameter 'image' needs a value"):
+        prepare(text, schemas, identity)
+
+
+def test_an_invalid_default_is_an_error_only_where_it_is_used(
+    schemas: StaticTypeSchemas, identity: StackIdentity
+) -> None:
+    # Heat checks the given value, or the default when none is given (never both).
+    text = (
+        "parameters:\n  name:\n    type: string\n    default: Bad_Name\n"
+        "    constraints: [{allowed_pattern: '[a-z]+'}]\n"
+    )
+    with pytest.raises(TemplateError) as info:
+        prepare(text, schemas, identity)
+    assert messages(info.value) == [
+        't.yaml:5: parameters.name.default: invalid default: "Bad_Name" does not match '
+        'pattern "[a-z]+"'
+    ]
+    with pytest.raises(TemplateError, match="invalid default"):
+        prepare(text, schemas, identity, require_values=False)  # create would use it
+    definition = prepare(text, schemas, identity, parameters={"name": "good"})
+    assert definition.parameters == {"name": "good"}
+    assert definition.notes == (
+        't.yaml:5: parameters.name.default: invalid default: "Bad_Name" does not match '
+        'pattern "[a-z]+" (unused here)',
+    )

@@ -295,6 +295,26 @@ def test_missing_parameter_still_validates_resources(
     assert "unknown property 'flavr'" in found[1]
 
 
+def test_if_on_a_condition_waiting_for_a_parameter_value(
+    schemas: StaticTypeSchemas, identity: StackIdentity
+) -> None:
+    # Was a raw ``Unresolved: cd1`` traceback: the output's ``if`` could not pick a branch.
+    body = (
+        "parameters:\n  p1: {type: string}\n"
+        "conditions:\n  cd1: {equals: [{get_param: p1}, x]}\n"
+        "resources:\n  v:\n    type: Test::Value\n"
+        "    properties: {value: {if: [cd1, {list_join: [',', [a, {if: [cd1, b, c]}]]}, d]}}\n"
+        "outputs:\n  o: {value: {if: [cd1, a, b]}}\n"
+    )
+    assert problems(body, schemas, identity) == [
+        "stack.yaml:3: parameters.p1: parameter 'p1' needs a value: it has no default "
+        "and none was given"
+    ]
+    definition = prepare(body, schemas, identity, parameters={"p1": "x"})
+    assert definition.outputs["o"].value == "a"
+    assert definition.resources["v"].properties == {"value": "a,b"}
+
+
 def test_resource_shape_problems(schemas: StaticTypeSchemas, identity: StackIdentity) -> None:
     body = """\
 resources:

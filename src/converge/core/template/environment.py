@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from converge.core.template.loader import DEFAULT_LIMITS, Limits, load_document
@@ -147,17 +147,20 @@ class Environment:
             target = entry.types.get(type_name)
             if target is not None:
                 return target
+        # Heat tries every matching entry in the order of their names as strings, so a
+        # wildcard comes before an exact name it covers ("*" sorts before letters and
+        # ":"), and "OS::*" before "OS::Nova::*".
+        best: tuple[str, str] | None = None
         target = self.types.get(type_name)
         if target is not None:
-            return target
-        best: tuple[int, str] | None = None
+            best = (type_name, target)
         for pattern, value in self.types.items():
-            if value is None or not pattern.endswith("*"):
-                continue
+            if value is None or not pattern.endswith("*") or value == type_name:
+                continue  # value == type_name: "OS::*": OS::Heat::None must not map itself
             prefix = pattern[:-1]
-            if type_name.startswith(prefix) and (best is None or len(prefix) > best[0]):
+            if type_name.startswith(prefix) and (best is None or pattern < best[0]):
                 mapped = value[:-1] + type_name[len(prefix) :] if value.endswith("*") else value
-                best = (len(prefix), mapped)
+                best = (pattern, mapped)
         return best[1] if best else None
 
     def implementation_type(self, type_name: str, resource_name: str | None = None) -> str:
@@ -267,11 +270,9 @@ def _registry(
                 base_url = str(value)
             elif not isinstance(key, str) or not (value is None or isinstance(value, str)):
                 raise at.error("a type mapping must map a type name to a type name or a file")
-            elif key.endswith("*") and value and not value.endswith("*"):
-                if not is_provider_template(value):
-                    raise at.error("a wildcard mapping must map to a name ending in '*'")
-                types[key] = value
             else:
+                # a wildcard may map to a wildcard, one type ("OS::*": OS::Heat::None) or a
+                # template file, as in Heat
                 types[key] = value
         except TemplateError as exc:
             errors.append(exc)
@@ -280,11 +281,25 @@ def _registry(
 
 
 def load_environment(
-    source: str | bytes, filename: str = "<environment>", *, limits: Limits = DEFAULT_LIMITS
+    source: str | bytes,
+    filename: str = "<environment>",
+    *,
+    limits: Limits = DEFAULT_LIMITS,
+    strict: bool = False,
 ) -> Environment:
-    """Parse one environment file (YAML or JSON)."""
-    data, source_map = load_document(source, filename, limits=limits)
-    return _environment(data, filename, source_map)
+    """Parse one environment file (YAML or JSON).
+
+    A repeated mapping key becomes a note (the last one wins, as in Heat), or an error
+    when ``strict``.
+    """
+    warnings: list[TemplateError] = []
+    data, source_map = load_document(
+        source, filename, limits=limits, strict=strict, warnings=warnings
+    )
+    environment = _environment(data, filename, source_map)
+    if not warnings:
+        return environment
+    return replace(environment, notes=(*(w.format() for w in warnings), *environment.notes))
 
 
 def environment_from_data(data: Any, filename: str | None = None) -> Environment:

@@ -98,6 +98,9 @@ _TYPED_WORDS = frozenset(
     for spelling in (word, word.capitalize(), word.upper())
 )
 _MERGE = object()  # the ``<<`` merge key
+# A plain decimal integer without leading zeros or underscores: YAML 1.1 makes it an int
+# (``017`` is octal, ``1_000`` and ``1:30`` are other forms: those take the slow way).
+_DECIMAL = re.compile(r"[-+]?(?:0|[1-9][0-9]*)\Z")
 
 
 class _Problem(Exception):
@@ -134,6 +137,8 @@ def _scalar(event: Any, line: int) -> Any:
             return value  # quoted, or a block scalar: always a string
         if value and value[0] not in _MAYBE_TYPED and value not in _TYPED_WORDS:
             return value
+        if _DECIMAL.match(value):
+            return int(value)  # what the resolver and constructor make, four times faster
         tag = _RESOLVER.resolve(yaml.ScalarNode, value, (True, False))
     return _typed_scalar(tag, value, line)
 
@@ -159,8 +164,10 @@ class _Builder:
     """The careful builder: parser events -> Python data and a path -> line map, checking
     every rule and limit and reporting each problem with its line."""
 
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits, strict: bool = False) -> None:
         self.limits = limits
+        self.strict = strict
+        self.duplicates: list[_Problem] = []  # kept, the last one winning (Heat's rule)
         self.lines: dict[Path, int] = {}
         self.stack: list[_Frame] = []
         self.anchors: dict[str, tuple[Any, int]] = {}
@@ -275,10 +282,20 @@ class _Builder:
             frame.merges.append((value, frame.key_line))
             return
         if key in container:
-            raise _Problem(
-                f"duplicate key {key!r} (first on line {self.lines.get((*frame.path, key), '?')})",
-                frame.key_line,
-                (*frame.path, key),
+            first = self.lines.get((*frame.path, key), "?")
+            if self.strict:
+                raise _Problem(
+                    f"duplicate key {key!r} (first on line {first})",
+                    frame.key_line,
+                    (*frame.path, key),
+                )
+            self.duplicates.append(
+                _Problem(
+                    f"duplicate key {key!r}: this one (line {frame.key_line}) is used and the "
+                    f"one on line {first} ignored, as Heat does",
+                    frame.key_line,
+                    (*frame.path, key),
+                )
             )
         self.lines[(*frame.path, key)] = frame.key_line
         container[key] = value
@@ -295,15 +312,16 @@ def _yaml_error(exc: yaml.YAMLError, text: str) -> tuple[str, int | None]:
     return f"invalid YAML: {exc}", None
 
 
-def _parse_yaml(text: str, limits: Limits) -> tuple[Any, dict[Path, int]]:
-    """The careful builder's data and line map; raises ``_Problem`` or ``yaml.YAMLError``."""
-    builder = _Builder(limits)
+def _parse_yaml(text: str, limits: Limits, strict: bool = False) -> _Builder:
+    """The careful builder, having built the data (``root``), its line map (``lines``) and
+    the list of ``duplicates``; raises ``_Problem`` or ``yaml.YAMLError``."""
+    builder = _Builder(limits, strict)
     parser = _Parser(text)
     try:
-        root = builder.run(_events(parser))
+        builder.run(_events(parser))
     finally:
         _dispose(parser)
-    return root, builder.lines
+    return builder
 
 
 def _events(parser: Any) -> Iterator[Any]:
@@ -464,26 +482,34 @@ _JSON_START = re.compile(r"\s*\{")
 
 @without_gc
 def load_document(
-    source: str | bytes, filename: str, *, limits: Limits = DEFAULT_LIMITS
+    source: str | bytes,
+    filename: str,
+    *,
+    limits: Limits = DEFAULT_LIMITS,
+    strict: bool = False,
+    warnings: list[TemplateError] | None = None,
 ) -> tuple[Any, SourceMap]:
     """Parse YAML or JSON text into plain data and the line of each node's path.
 
-    Every problem is a ``TemplateError`` naming the file and, where known, the line.
+    Every problem is a ``TemplateError`` naming the file and, where known, the line. A key
+    repeated in a mapping is accepted as Heat's loader does, the last one winning, and
+    reported in ``warnings`` (when given); ``strict`` makes it an error instead.
     """
     text = _decode(source, filename, limits)
+    load = _Loading(filename, limits, strict, warnings)
     if _JSON_START.match(text):
         try:
-            return _load_json(text, filename, limits)
+            return load.json(text)
         except _NotJson as not_json:
             # Heat reads a document starting with "{" as JSON; a YAML flow mapping is
             # accepted too, but a document that is neither gets the JSON parser's message.
             try:
-                return _load_yaml(text, filename, limits)
+                return load.yaml(text)
             except TemplateError as exc:
                 if exc.message.startswith("invalid YAML"):
                     raise not_json.error from None
                 raise
-    return _load_yaml(text, filename, limits)
+    return load.yaml(text)
 
 
 class _NotJson(Exception):
@@ -492,63 +518,66 @@ class _NotJson(Exception):
         self.error = error
 
 
-def _load_yaml(text: str, filename: str, limits: Limits) -> tuple[Any, SourceMap]:
-    try:
-        data = _quick_data(text, limits)
-    except (_Unusual, _Problem, yaml.YAMLError):
-        return _load_yaml_carefully(text, filename, limits)
-    return data, _LazySourceMap(lambda: _lines_of(text, limits))
+@dataclass(frozen=True)
+class _Loading:
+    """One document being loaded: where problems go and how repeated keys are treated."""
 
+    filename: str
+    limits: Limits
+    strict: bool
+    warnings: list[TemplateError] | None
 
-def _load_yaml_carefully(text: str, filename: str, limits: Limits) -> tuple[Any, SourceMap]:
-    try:
-        data, lines = _parse_yaml(text, limits)
-    except _Problem as problem:
-        raise TemplateError(
+    def yaml(self, text: str) -> tuple[Any, SourceMap]:
+        try:
+            data = _quick_data(text, self.limits)
+        except (_Unusual, _Problem, yaml.YAMLError):
+            return self.carefully(text)
+        limits = self.limits
+        return data, _LazySourceMap(lambda: _lines_of(text, limits))
+
+    def carefully(self, text: str) -> tuple[Any, SourceMap]:
+        try:
+            builder = _parse_yaml(text, self.limits, self.strict)
+        except _Problem as problem:
+            raise self.error(problem) from None
+        except yaml.YAMLError as exc:
+            message, line = _yaml_error(exc, text)
+            raise TemplateError(message, file=self.filename, line=line) from None
+        if self.warnings is not None:
+            self.warnings.extend(self.error(problem) for problem in builder.duplicates)
+        return builder.root, SourceMap(builder.lines)
+
+    def error(self, problem: _Problem) -> TemplateError:
+        return TemplateError(
             problem.message,
-            file=filename,
+            file=self.filename,
             line=problem.line,
             path=format_path(problem.path) or None,
-        ) from None
-    except yaml.YAMLError as exc:
-        message, line = _yaml_error(exc, text)
-        raise TemplateError(message, file=filename, line=line) from None
-    return data, SourceMap(lines)
+        )
+
+    def json(self, text: str) -> tuple[Any, SourceMap]:
+        limits = self.limits
+        source_map = _LazySourceMap(lambda: _lines_of(text, limits))
+        try:
+            data = json.loads(text, object_pairs_hook=_json_object)
+        except json.JSONDecodeError as exc:
+            error = TemplateError(f"invalid JSON: {exc.msg}", file=self.filename, line=exc.lineno)
+            raise _NotJson(error) from None
+        except (_DuplicateKey, RecursionError):
+            # JSON is YAML: the careful builder reports a repeated key or the depth limit
+            # with its line and path
+            return self.carefully(text)
+        try:
+            _check_json_shape(data, limits)
+        except TemplateError as exc:
+            raise exc.located(file=self.filename) from None
+        return data, source_map
 
 
 @without_gc
 def _lines_of(text: str, limits: Limits) -> dict[Path, int]:
     """The line map of a document that loaded (JSON is YAML too), for a lazy source map."""
     try:
-        return _parse_yaml(text, limits)[1]
+        return _parse_yaml(text, limits).lines
     except (_Problem, yaml.YAMLError):
         return {}
-
-
-def _load_json(text: str, filename: str, limits: Limits) -> tuple[Any, SourceMap]:
-    source_map = _LazySourceMap(lambda: _lines_of(text, limits))
-    try:
-        data = json.loads(text, object_pairs_hook=_json_object)
-    except json.JSONDecodeError as exc:
-        error = TemplateError(f"invalid JSON: {exc.msg}", file=filename, line=exc.lineno)
-        raise _NotJson(error) from None
-    except _DuplicateKey as exc:
-        raise TemplateError(
-            f"duplicate key {exc.key!r}", file=filename, line=_duplicate_line(text, exc.key)
-        ) from None
-    except RecursionError:
-        return _load_yaml(text, filename, limits)  # reports the depth limit with a line
-    try:
-        _check_json_shape(data, limits)
-    except TemplateError as exc:
-        raise exc.located(file=filename) from None
-    return data, source_map
-
-
-def _duplicate_line(text: str, key: str) -> int | None:
-    """The line of the second occurrence of ``"key":`` (good enough to point at the problem)."""
-    pattern = re.compile(re.escape(json.dumps(key)) + r"\s*:")
-    matches = list(pattern.finditer(text))
-    if len(matches) < 2:
-        return None
-    return text.count("\n", 0, matches[1].start()) + 1

@@ -7,12 +7,12 @@ A hidden parameter's value never appears in a message.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+from converge.core.bounded_json import parse_json
 from converge.core.custom_constraints import NO_CONTEXT, ConstraintContext
 from converge.core.schema import (
     Constraint,
@@ -68,6 +68,8 @@ class ParameterSchema:
     description: str = ""
     tags: tuple[str, ...] = ()
     constraints: tuple[Constraint, ...] = ()
+    # what is wrong with the default: an error only where the default is used (Heat's rule)
+    default_problem: str | None = None
 
     def coerce_type(self, value: Any) -> Any:
         """``value`` converted to the type by Heat's rules; ``ValueError`` with a message."""
@@ -114,7 +116,7 @@ def _coerce(kind: ParameterType, value: Any) -> Any:
         if not value.strip():
             return {}
         try:
-            parsed = json.loads(value)
+            parsed = parse_json(value)
         except ValueError as exc:
             raise ValueError(f"not valid JSON: {exc}") from None
         if isinstance(parsed, dict | list):
@@ -230,9 +232,9 @@ def parameter_schemas(template: Template) -> tuple[dict[str, ParameterSchema], l
         )
         if schema.has_default and not problems:
             try:
-                schema = _replace_default(schema, schema.coerce(schema.default))
+                schema = replace(schema, default=schema.coerce(schema.default))
             except ValueError as exc:
-                errors.append(where.child("default").error(f"invalid default: {exc}"))
+                schema = replace(schema, default_problem=f"invalid default: {exc}")
         schemas[name] = schema
     errors.extend(_check_groups(template, schemas))
     return schemas, errors
@@ -243,12 +245,6 @@ def _coerced(schema: ParameterSchema, value: Any) -> Any:
         return schema.coerce(value)
     except ValueError:
         return value
-
-
-def _replace_default(schema: ParameterSchema, default: Any) -> ParameterSchema:
-    from dataclasses import replace
-
-    return replace(schema, default=default)
 
 
 def _check_groups(
@@ -313,14 +309,19 @@ def resolve_parameters(
     *,
     previous: Mapping[str, Any] | None = None,
     context: ConstraintContext = NO_CONTEXT,
-) -> tuple[dict[str, Any], list[TemplateError]]:
-    """Final parameter values from ``sources`` (highest precedence first), and problems.
+    require_values: bool = True,
+) -> tuple[dict[str, Any], list[TemplateError], list[TemplateError]]:
+    """Final parameter values from ``sources`` (highest precedence first), problems, and
+    warnings (an invalid default that a given value makes unused: Heat accepts it).
 
     ``previous``: the values of the stack being updated, for the immutable check.
     ``context``: what the constraints that need more than the value are checked with; the
     defaults, checked without it when the template was read, are checked again with it.
+    ``require_values`` False (validate, as Heat's): a parameter with neither a value nor a
+    default is left out of the values instead of being a problem.
     """
     errors: list[TemplateError] = []
+    warnings: list[TemplateError] = []
     for source in sources:
         if not source.reject_unknown:
             continue
@@ -344,12 +345,17 @@ def resolve_parameters(
                     errors.append(
                         schema.where.error(f"invalid value {origin} for parameter {name!r}: {exc}")
                     )
+                if schema.default_problem is not None:
+                    where = schema.where.child("default")
+                    warnings.append(where.error(f"{schema.default_problem} (unused here)"))
                 break
         else:
-            if schema.has_default:
+            if schema.default_problem is not None:
+                errors.append(schema.where.child("default").error(schema.default_problem))
+            elif schema.has_default:
                 values[name] = schema.default
                 errors.extend(_default_problems(schema, context))
-            else:
+            elif require_values:
                 errors.append(
                     schema.where.error(
                         f"parameter {name!r} needs a value: it has no default and none was given"
@@ -371,4 +377,4 @@ def resolve_parameters(
                     + ", ".join(changed)
                 )
             )
-    return values, errors
+    return values, errors, warnings

@@ -145,6 +145,7 @@ class _Preparer:
         schemas: TypeSchemas,
         previous_parameters: Mapping[str, Any] | None,
         now: datetime | None,
+        require_values: bool,
     ) -> None:
         self.template = template
         self.version = template.version
@@ -154,12 +155,13 @@ class _Preparer:
         self.identity = identity
         self.schemas = schemas
         self.previous = previous_parameters
+        self.require_values = require_values
         self.errors: list[TemplateError] = []
         self.conditions = _Conditions(template)
         self.resource_types: dict[str, tuple[str, ResourceTypeSchema | None, str | None]] = {}
         self.provider_schemas: dict[str, ResourceTypeSchema | None] = {}
         self.constraint_context = ConstraintContext(now, self.type_exists)
-        self.notes: list[str] = list(environment.notes)
+        self.notes: list[str] = [*(w.format() for w in template.warnings), *environment.notes]
 
     # --- parameters and conditions ---------------------------------------------------------
 
@@ -168,13 +170,23 @@ class _Preparer:
         self.errors.extend(errors)
         from_environment, errors = environment_sources(self.environment, schemas)
         self.errors.extend(errors)
-        values, errors = resolve_parameters(
+        sources = [ParameterSource(self.given), *from_environment]
+        values, errors, warnings = resolve_parameters(
             schemas,
-            [ParameterSource(self.given), *from_environment],
+            sources,
             previous=self.previous,
             context=self.constraint_context,
+            require_values=self.require_values,
         )
         self.errors.extend(errors)
+        self.notes.extend(warning.format() for warning in warnings)
+        self.notes.extend(
+            f"parameter {name!r} has no value: plan and apply will need one"
+            for name, schema in schemas.items()
+            if not schema.has_default
+            and not any(name in s.values for s in sources)
+            and not self.require_values
+        )
         self.hidden = frozenset(name for name, schema in schemas.items() if schema.hidden)
         self.note_unchecked_constraints(schemas)
         return values, schemas
@@ -528,6 +540,7 @@ def prepare_stack(
     schemas: TypeSchemas,
     previous_parameters: Mapping[str, Any] | None = None,
     now: datetime | None = None,
+    require_values: bool = True,
 ) -> StackDefinition:
     """Validate a template with its environment and values into a ``StackDefinition``.
 
@@ -535,6 +548,8 @@ def prepare_stack(
     ``TemplateError``), each naming the file, line and path. ``now`` (aware) is the time
     an ``expiration`` constraint must lie after; without it only its form is checked, so
     preparing a stored stack again never fails because time has passed.
+    ``require_values`` False checks a template as Heat's validate does: parameters without
+    a value are noted (``notes``), and what depends on them is checked as far as it can be.
     """
     preparer = _Preparer(
         template,
@@ -545,5 +560,6 @@ def prepare_stack(
         schemas,
         previous_parameters,
         now,
+        require_values,
     )
     return preparer.run()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from converge.core.template.loader import DEFAULT_LIMITS, Limits, load_document
@@ -32,6 +32,8 @@ class Template:
     source_map: SourceMap = field(repr=False, compare=False)
     version: HotVersion
     limits: Limits = field(default=DEFAULT_LIMITS, repr=False, compare=False)
+    # accepted as Heat accepts them, worth telling the author (a repeated key)
+    warnings: tuple[TemplateError, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def where(self) -> Where:
@@ -63,14 +65,24 @@ class Template:
 
 
 def load_template(
-    source: str | bytes, filename: str = "<template>", *, limits: Limits = DEFAULT_LIMITS
+    source: str | bytes,
+    filename: str = "<template>",
+    *,
+    limits: Limits = DEFAULT_LIMITS,
+    strict: bool = False,
 ) -> Template:
     """Parse a HOT template (YAML or JSON) and check its top-level sections.
 
-    Raises ``TemplateError`` (or ``TemplateErrors``) naming the file and line.
+    Raises ``TemplateError`` (or ``TemplateErrors``) naming the file and line. A repeated
+    mapping key is one of the template's ``warnings`` (the last one wins, as in Heat), or
+    an error when ``strict``.
     """
-    data, source_map = load_document(source, filename, limits=limits)
-    return _template(data, filename, source_map, limits)
+    warnings: list[TemplateError] = []
+    data, source_map = load_document(
+        source, filename, limits=limits, strict=strict, warnings=warnings
+    )
+    template = _template(data, filename, source_map, limits)
+    return replace(template, warnings=tuple(warnings)) if warnings else template
 
 
 def template_from_data(

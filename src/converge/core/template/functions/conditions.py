@@ -14,6 +14,7 @@ from converge.core.template.nodes import (
     Function,
     FunctionTable,
     Reference,
+    Unresolved,
     parse,
     partial,
     references,
@@ -163,7 +164,13 @@ class If(Function):
         return REMOVED if branch is REMOVED else resolve(branch, ctx)
 
     def partial(self, ctx: EvalContext) -> Any:
-        branch = self._branch(ctx)
+        try:
+            branch = self._branch(ctx)
+        except Unresolved:
+            # The condition waits for a parameter without a value (validate without
+            # values, or a problem already reported): keep both branches for later.
+            args = partial(self.args, ctx)
+            return self if args is self.args else self.with_args(args)
         return REMOVED if branch is REMOVED else partial(branch, ctx)
 
     def references(self) -> Iterator[Reference]:

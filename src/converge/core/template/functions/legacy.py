@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from converge.core.bounded_json import parse_json
 from converge.core.template.functions.common import describe, is_dynamic, is_list
 from converge.core.template.nodes import EvalContext, Function, resolve
 
@@ -44,7 +44,7 @@ class Select(Function):
         index, collection = args
         if isinstance(collection, str):
             try:  # Heat accepts a list or map serialised as JSON
-                collection = json.loads(collection)
+                collection = parse_json(collection)
             except ValueError:
                 raise self.where.error(
                     f"Fn::Select: {collection!r:.100} is neither a list nor a map"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -10,6 +11,26 @@ from converge.core.template.functions.common import describe, is_dynamic, is_lis
 from converge.core.template.nodes import EvalContext, Function, resolve
 
 _EXAMPLE = "{template: 'This is %var%', for_each: {'%var%': [a, b, c]}}"
+
+# The most values one repeat may make (copies times the values in one copy). Heat bounds
+# a repeat only by what it may store and send (a 1 MiB JSON body); a few lists of a few
+# dozen items would otherwise ask for millions of copies and seconds of work before any
+# size check could run. A quarter of a million values is about that megabyte.
+MAX_REPEAT_VALUES = 250_000
+
+
+def _value_count(value: Any) -> int:
+    """Scalars plus collections in ``value`` (what one copy of the template costs)."""
+    count = 0
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        count += 1
+        if isinstance(item, Mapping):
+            pending.extend(item.values())
+        elif isinstance(item, list | tuple):
+            pending.extend(item)
+    return count
 
 
 def _substitute(value: Any, pairs: Sequence[tuple[str, str]]) -> Any:
@@ -89,6 +110,14 @@ class Repeat(Function):
                 "repeat: with 'permutations: false' the for_each lists must be equally long"
             )
         template = resolve(self.args["template"], ctx)
+        copies = min(map(len, loops)) if not permutations else math.prod(map(len, loops))
+        size = _value_count(template)
+        if copies * size > MAX_REPEAT_VALUES:
+            raise self.where.error(
+                f"repeat would make {copies} copies of a template of {size} values, "
+                f"{copies * size} values, more than the limit of {MAX_REPEAT_VALUES}; "
+                "use shorter lists or fewer loop variables"
+            )
         combine = itertools.product if permutations else zip
         return [
             _substitute(template, list(zip(variables, combination, strict=True)))
