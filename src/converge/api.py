@@ -22,12 +22,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from converge import catalog
 from converge.adapters.local_bus import LocalBus
+from converge.adapters.sql.feed import EventFeed, FeedEvent
 from converge.adapters.sql.store import SqlStore
+from converge.adapters.sql.tokens import TokenRecord, TokenStore, new_secret
 from converge.core.decide import MISSING, Change, decide_update
+from converge.core.schema import ResourceTypeSchema
 from converge.core.states import Action, Status
 from converge.core.template import (
     Environment,
+    ResourceDefinition,
     StackDefinition,
     StackIdentity,
     Template,
@@ -35,8 +40,10 @@ from converge.core.template import (
     load_environment,
     load_template,
     merge_environments,
+    pseudo_parameters,
     template_from_data,
 )
+from converge.core.template.nested import child_environment
 from converge.engine.inputs import StoredData
 from converge.engine.operations import (
     SETTLED_TOPIC,
@@ -57,7 +64,8 @@ from converge.errors import (
     TemplateError,
 )
 from converge.messages import CheckResource
-from converge.records import NewTemplate, StackRecord, TemplateRecord
+from converge.observe.baseline import Snapshot
+from converge.records import NewEvent, NewTemplate, ResourceRecord, StackRecord, TemplateRecord
 from converge.resources.builtin import world
 from converge.resources.registry import PluginRegistry
 from converge.views import DriftView, EventView, PlannedChange, ResourceView, StackView
@@ -66,6 +74,8 @@ log = logging.getLogger("converge.api")
 
 _STACK_NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9_.-]{0,254}$")
 _TEMPLATE_READ_ATTEMPTS = 20
+_PROJECT = re.compile(r"^[a-zA-Z0-9_.-]{1,64}$")
+ROLES = ("admin", "member", "reader")
 HOOKS = ("pre-create", "pre-update", "pre-delete", "post-create", "post-update", "post-delete")
 
 
@@ -94,11 +104,16 @@ class Operation:
 class Converge:
     """A handle on converge: an engine in this process over a store and a bus."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, project_id: str | None = None) -> None:
         self.engine = engine
         self._ctx = engine.ctx
         self._store = engine.ctx.store
         self._operations: dict[str, Operation] = {}  # the last one started, by stack id
+        self._project_id = project_id or engine.ctx.settings.project_id
+
+    def for_project(self, project_id: str) -> Converge:
+        """The same engine seen from one project: every stack call is confined to it."""
+        return Converge(self.engine, project_id=project_id)
 
     # --- opening -----------------------------------------------------------------------
 
@@ -223,7 +238,7 @@ class Converge:
 
     @property
     def project_id(self) -> str:
-        return self._ctx.settings.project_id
+        return self._project_id
 
     # --- stack operations ----------------------------------------------------------------
 
@@ -284,9 +299,11 @@ class Converge:
         timeout_mins: float | None = None,
         drift_policy: str | None = None,
         converge: bool = False,
+        clear_parameters: Sequence[str] = (),
         wait: bool = True,
     ) -> StackView:
-        """Update the stack; ``existing=True`` is Heat's PATCH: unspecified parts are kept.
+        """Update the stack; ``existing=True`` is Heat's PATCH: unspecified parts are kept
+        (``clear_parameters`` names kept parameters to drop, back to their defaults).
 
         ``converge=True`` (Heat's ``converge: true``) compares the template with observed
         reality instead of only with what was last applied: drifted resources are
@@ -311,6 +328,8 @@ class Converge:
         new_parameters = (
             {**stored.parameters, **(parameters or {})} if existing else dict(parameters or {})
         )
+        for name in clear_parameters:
+            new_parameters.pop(name, None)
         definition = self._prepare(
             loaded,
             environment,
@@ -441,10 +460,12 @@ class Converge:
         stack = await self._find(name_or_id, include_deleted=include_deleted)
         return await self._view(stack)
 
-    async def list_stacks(self, *, show_nested: bool = False) -> list[StackView]:
+    async def list_stacks(
+        self, *, show_nested: bool = False, include_deleted: bool = False
+    ) -> list[StackView]:
         """The live stacks; nested stacks (made by provider templates) only if asked, or
         when their owner is gone (a nested stack kept by ``deletion_policy: Retain``)."""
-        stacks = await self._store.list_stacks(self.project_id)
+        stacks = await self._store.list_stacks(self.project_id, include_deleted=include_deleted)
         live = {stack.id for stack in stacks}
         return [
             await self._view(stack)
@@ -455,18 +476,28 @@ class Converge:
     async def list_resources(self, name_or_id: str) -> list[ResourceView]:
         stack = await self._find(name_or_id, include_deleted=True)
         rows = await self._store.list_resources(stack.id)
-        names = {row.id: row.name for row in rows}
+        return self._resource_views(rows, rows)
+
+    def _resource_views(
+        self, rows: Sequence[ResourceRecord], every: Sequence[ResourceRecord]
+    ) -> list[ResourceView]:
+        """Views of ``rows``; ``every`` row of the stack says who requires whom."""
+        names = {row.id: row.name for row in every}
         required_by: dict[str, list[str]] = {}
-        for row in rows:
+        for row in every:
             for required in row.requires:
                 if required in names:
                     required_by.setdefault(names[required], []).append(row.name)
+        hidden_by_type: dict[str, frozenset[str]] = {}
         views = []
         for row in rows:
-            hidden: frozenset[str] = frozenset()
-            if row.type in self._ctx.registry:
-                plugin = self._ctx.registry.plugin(row.type)
-                hidden = frozenset(n for n, p in plugin.properties_schema.items() if p.hidden)
+            hidden = hidden_by_type.get(row.type)
+            if hidden is None:
+                hidden = frozenset()
+                if row.type in self._ctx.registry:
+                    schema = self._ctx.registry.plugin(row.type).properties_schema
+                    hidden = frozenset(n for n, p in schema.items() if p.hidden)
+                hidden_by_type[row.type] = hidden
             views.append(ResourceView.of(row, required_by.get(row.name, []), hidden))
         return views
 
@@ -491,8 +522,14 @@ class Converge:
         environments: Sequence[TemplateInput] = (),
         files: Mapping[str, str] | None = None,
         parameters: Mapping[str, Any] | None = None,
+        show_nested: bool = False,
     ) -> list[PlannedChange]:
-        """What applying the template to stack ``name`` would do; changes nothing."""
+        """What applying the template to stack ``name`` would do; changes nothing.
+
+        ``show_nested`` adds what would change inside the existing nested stacks of
+        provider template resources (each such change names its ``stack_name``), where
+        the properties they would get are known before applying.
+        """
         loaded = _load_template(template)
         environment = _merge(environments)
         try:
@@ -566,7 +603,248 @@ class Converge:
         for name_, row in current.items():
             if name_ not in definition.resources:
                 changes.append(PlannedChange(name_, row.type, "DELETE", "not in the template", []))
+        if show_nested:
+            for name_, resource in definition.resources.items():
+                row = current.get(name_)
+                if resource.provider_template is None or row is None:
+                    continue
+                changes.extend(
+                    await self._nested_plan(resource, row, environment, dict(files or {}), data)
+                )
         return changes
+
+    async def _nested_plan(
+        self,
+        resource: ResourceDefinition,
+        row: ResourceRecord,
+        environment: Environment,
+        files: dict[str, str],
+        data: StoredData,
+    ) -> list[PlannedChange]:
+        """The plan of the nested stack ``row`` made, as its owner's new template would
+        converge it; nothing when it does not exist yet or its inputs are not known."""
+        provider = resource.provider_template
+        if provider is None or provider not in files or not row.physical_resource_id:
+            return []
+        try:
+            nested = await self._store.get_stack(row.physical_resource_id)
+            properties = resource.resolve_properties(data)
+        except (NotFound, TemplateError):
+            return []
+        child = child_environment(environment, resource.name, resource.type, provider)
+        changes = await self.plan(
+            nested.name,
+            Source(files[provider], provider),
+            environments=[child.to_data()],
+            files=files,
+            parameters=properties,
+            show_nested=True,
+        )
+        return [
+            change if change.stack_name else dataclasses.replace(change, stack_name=nested.name)
+            for change in changes
+        ]
+
+    # --- stored inputs, single resources, catalog (the REST API's needs) -------------------
+
+    async def stored_inputs(self, name_or_id: str) -> TemplateRecord:
+        """The template, environment, files and parameters the stack was last given."""
+        stack = await self._find(name_or_id)
+        if stack.raw_template_id is None:
+            raise NotFound(f"stack {stack.name} has no template yet")
+        return await self._store.get_template(stack.raw_template_id)
+
+    async def get_resource(self, name_or_id: str, resource_name: str) -> ResourceView:
+        """The current row of one resource (the newest when a replacement is under way)."""
+        stack = await self._find(name_or_id, include_deleted=True)
+        every = await self._store.list_resources(stack.id)
+        row = self._newest_row(every, resource_name, stack.name)
+        return self._resource_views([row], every)[0]
+
+    @staticmethod
+    def _newest_row(
+        rows: Sequence[ResourceRecord], resource_name: str, stack_name: str
+    ) -> ResourceRecord:
+        named = [row for row in rows if row.name == resource_name]
+        if not named:
+            raise NotFound(f"stack {stack_name} has no resource {resource_name!r}")
+        return max(named, key=lambda row: row.id)
+
+    async def resource_metadata(self, name_or_id: str, resource_name: str) -> Any:
+        """The resource's ``metadata`` section, resolved as the template says."""
+        stack = await self._find(name_or_id)
+        await self.get_resource(stack.id, resource_name)
+        if stack.raw_template_id is None:
+            return {}
+        definition = await self._ctx.definitions.get(stack.raw_template_id)
+        resource = definition.resources.get(resource_name)
+        if resource is None or resource.metadata is None:
+            return {}
+        current = current_rows(await self._store.list_resources(stack.id), None)
+        data = StoredData(
+            {n: self._ctx.reference_id(r) for n, r in current.items()},
+            {n: r.attr_data for n, r in current.items()},
+        )
+        try:
+            return resource.resolve_metadata(data)
+        except TemplateError as exc:
+            raise Conflict(
+                f"the metadata of {resource_name} needs values not known yet: {exc}"
+            ) from exc
+
+    async def mark_unhealthy(
+        self, name_or_id: str, resource_name: str, unhealthy: bool, reason: str = ""
+    ) -> None:
+        """Heat's mark-unhealthy: CHECK_FAILED, so the next update replaces or re-applies it;
+        ``unhealthy=False`` takes that back (CHECK_COMPLETE)."""
+        stack = await self._find(name_or_id)
+        if stack.status == Status.IN_PROGRESS:
+            raise Conflict(
+                f"stack {stack.name} is {stack.state}: mark {resource_name} once it settles"
+            )
+        row = self._newest_row(
+            await self._store.list_resources(stack.id), resource_name, stack.name
+        )
+        if not unhealthy and row.action != Action.CHECK:
+            return  # only a resource marked unhealthy (CHECK_FAILED) can be marked healthy
+        status = Status.FAILED if unhealthy else Status.COMPLETE
+        text = reason or ("marked unhealthy" if unhealthy else "marked healthy")
+        done = await self._store.update_resource(
+            row.id,
+            row.atomic_key,
+            {"action": str(Action.CHECK), "status": str(status), "status_reason": text},
+            events=[
+                NewEvent(
+                    resource_name=row.name,
+                    resource_type=row.type,
+                    action=str(Action.CHECK),
+                    status=str(status),
+                    reason=text,
+                    physical_resource_id=row.physical_resource_id,
+                )
+            ],
+            stack_id=stack.id,
+        )
+        if done is None:
+            raise Conflict(f"resource {resource_name} changed while being marked; try again")
+
+    async def nested_stacks(self, name_or_id: str, depth: int) -> list[StackView]:
+        """The stacks nested in this one, ``depth`` levels down (1: its own children)."""
+        stack = await self._find(name_or_id, include_deleted=True)
+        every = await self._store.list_stacks(self.project_id)
+        children: dict[str, list[StackRecord]] = {}
+        for record in every:
+            if record.owner_id is not None:
+                children.setdefault(record.owner_id, []).append(record)
+        found: list[StackView] = []
+        level = [stack.id]
+        for _ in range(max(depth, 0)):
+            records = [child for parent in level for child in children.get(parent, [])]
+            found.extend([await self._view(record) for record in records])
+            level = [record.id for record in records]
+        return found
+
+    async def validate(
+        self,
+        template: TemplateInput,
+        *,
+        environments: Sequence[TemplateInput] = (),
+        files: Mapping[str, str] | None = None,
+        parameters: Mapping[str, Any] | None = None,
+        show_nested: bool = False,
+    ) -> dict[str, Any]:
+        """Heat's template validation: ``TemplateError`` for a problem, else its parameters
+        (and, with ``show_nested``, those of its provider templates)."""
+        loaded = _load_template(template)
+        environment = _merge(environments)
+        definition = self._prepare(
+            loaded,
+            environment,
+            dict(files or {}),
+            dict(parameters or {}),
+            StackIdentity("validate", "", self.project_id),
+        )
+        return catalog.validation_result(
+            loaded, definition, environment, files=files, show_nested=show_nested
+        )
+
+    def _schemas(self) -> dict[str, ResourceTypeSchema]:
+        registry = self._ctx.registry
+        return {
+            name: schema
+            for name in registry.type_names()
+            if (schema := registry.lookup(name)) is not None
+        }
+
+    def resource_types(
+        self,
+        *,
+        support_status: str | None = None,
+        name: str | None = None,
+        with_description: bool = False,
+    ) -> list[Any]:
+        return catalog.resource_types(
+            self._schemas(),
+            support_status=support_status,
+            name=name,
+            with_description=with_description,
+        )
+
+    def resource_type(self, type_name: str) -> ResourceTypeSchema:
+        schema = self._ctx.registry.lookup(type_name)
+        if schema is None:
+            raise NotFound(self._ctx.registry.unknown_type_message(type_name))
+        return schema
+
+    async def snapshot(self, type_name: str) -> Snapshot:
+        """The synchronizer's ``get_all`` of a type, limited to this project's stacks."""
+        from converge.adapters.sql.entities import EntityStore
+
+        snapshot = await EntityStore(self._store).snapshot(type_name)
+        mine = {stack.id for stack in await self._store.list_stacks(self.project_id)}
+        return Snapshot(
+            [entity for entity in snapshot.entities if entity.stack_id in mine],
+            dict(snapshot.seqs),
+        )
+
+    async def events_since(
+        self, after_id: int, *, stack_id: str | None = None, limit: int = 500
+    ) -> list[FeedEvent]:
+        """The project's change feed: events of its stacks after ``after_id``, oldest first."""
+        return await EventFeed(self._store).since(
+            self.project_id, after_id, stack_id=stack_id, limit=limit
+        )
+
+    async def last_event_id(self) -> int:
+        return await EventFeed(self._store).last_id()
+
+    # --- API tokens ----------------------------------------------------------------------
+
+    async def create_token(
+        self, project_id: str, role: str = "member", description: str = ""
+    ) -> tuple[str, TokenRecord]:
+        """A new token for ``project_id``: the secret (shown once) and its stored record."""
+        if role not in ROLES:
+            raise InvalidRequest(f"invalid role {role!r}: use one of {', '.join(ROLES)}")
+        if not _PROJECT.match(project_id):
+            raise InvalidRequest(
+                f"invalid project {project_id!r}: use letters, digits, '_', '-' and '.'"
+            )
+        secret = new_secret()
+        record = await TokenStore(self._store).add(
+            secret, project_id, role, description, self._ctx.clock.now()
+        )
+        return secret, record
+
+    async def list_tokens(self, project_id: str | None = None) -> list[TokenRecord]:
+        return await TokenStore(self._store).all(project_id)
+
+    async def revoke_token(self, token_id: str) -> None:
+        await TokenStore(self._store).revoke(token_id, self._ctx.clock.now())
+
+    async def authenticate(self, secret: str) -> TokenRecord | None:
+        """The live token with this secret, or None."""
+        return await TokenStore(self._store).find(secret)
 
     # --- helpers -----------------------------------------------------------------------
 
@@ -648,19 +926,21 @@ class Converge:
 
     async def _view(self, stack: StackRecord) -> StackView:
         parameters: Mapping[str, Any] = {}
+        description = ""
         if stack.raw_template_id is not None and not stack.deleted:
             try:
                 definition = await self._ctx.definitions.get(stack.raw_template_id)
-                # As Heat shows them: text, with the pseudo parameters of the stack.
+                # As Heat shows them: text, with the pseudo parameters of the stack
+                # (OS::* for HOT, AWS::* for a CFN template).
+                identity = StackIdentity(stack.name, stack.id, stack.project_id)
                 parameters = {
                     **definition.parameter_texts(),
-                    "OS::stack_id": stack.id,
-                    "OS::project_id": stack.project_id,
-                    "OS::stack_name": stack.name,
+                    **pseudo_parameters(definition.version, identity),
                 }
+                description = definition.description
             except (NotFound, TemplateError):
                 parameters = {}
-        return StackView.of(stack, parameters)
+        return StackView.of(stack, parameters, description)
 
 
 def _load_template(template: TemplateInput) -> Template:

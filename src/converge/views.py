@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -13,7 +14,14 @@ from converge.records import EventRecord, ResourceRecord, StackRecord
 def iso_time(timestamp: float | None) -> str | None:
     if timestamp is None:
         return None
-    return dt.datetime.fromtimestamp(timestamp, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _iso_second(int(timestamp))
+
+
+@functools.lru_cache(maxsize=4096)
+def _iso_second(second: int) -> str:
+    # Cached: a listing of thousands of rows has a handful of distinct seconds, and
+    # strftime was the largest cost of building its views.
+    return dt.datetime.fromtimestamp(second, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)
@@ -31,6 +39,7 @@ class StackView:
     outputs: list[dict[str, Any]]
     parameters: dict[str, Any]
     parent: str | None = None  # a nested stack: the id of the stack that owns it
+    description: str = ""  # the template's
 
     @property
     def action(self) -> str:
@@ -44,7 +53,9 @@ class StackView:
         return asdict(self)
 
     @staticmethod
-    def of(record: StackRecord, parameters: Mapping[str, Any] | None = None) -> StackView:
+    def of(
+        record: StackRecord, parameters: Mapping[str, Any] | None = None, description: str = ""
+    ) -> StackView:
         return StackView(
             id=record.id,
             stack_name=record.name,
@@ -59,6 +70,7 @@ class StackView:
             outputs=[dict(value) for value in record.outputs.values()],
             parameters=dict(parameters or {}),
             parent=record.owner_id,
+            description=description,
         )
 
 
@@ -170,6 +182,7 @@ class PlannedChange:
     action: str  # CREATE | UPDATE | REPLACE | DELETE | NOTHING
     reason: str
     changed_properties: list[str]
+    stack_name: str | None = None  # a change inside a nested stack: that stack's name
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

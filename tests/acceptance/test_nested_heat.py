@@ -103,7 +103,7 @@ async def test_a_newer_update_cancels_the_nested_update_still_running_and_procee
 
     await eventually(lambda: _is(nested, "UPDATE_IN_PROGRESS"))
     await cv.update_stack("outer", GATED_OUTER, files=files, parameters={"v": "three"}, wait=False)
-    await eventually(lambda: _cancelled(nested))
+    await eventually(lambda: _cancelled(cv, nested))
     # The part still waiting at its gate finishes normally; then the newer update wins.
     reality.gates.setdefault("g1", asyncio.Event()).set()
     stack = await cv.wait("outer")
@@ -116,6 +116,11 @@ async def _is(nested: Callable[[], Awaitable[StackView]], status: str) -> bool:
     return (await nested()).stack_status == status
 
 
-async def _cancelled(nested: Callable[[], Awaitable[StackView]]) -> bool:
+async def _cancelled(cv: Converge, nested: Callable[[], Awaitable[StackView]]) -> bool:
+    # An event: the newer update of the nested stack may already have started after it.
     found = await nested()
-    return found.stack_status_reason == "Stack UPDATE cancelled"
+    return any(
+        event.resource_status == "UPDATE_FAILED"
+        and event.resource_status_reason == "Stack UPDATE cancelled"
+        for event in await cv.list_events(found.id)
+    )

@@ -114,7 +114,14 @@ class Case:
 
 
 def _is_template(text: str) -> bool:
-    return "heat_template_version" in text
+    return any(
+        key in text
+        for key in (
+            "heat_template_version",
+            "AWSTemplateFormatVersion",
+            "HeatTemplateFormatVersion",
+        )
+    )
 
 
 def load_seeds() -> list[Seed]:

@@ -22,7 +22,9 @@ import yaml
 from rich.table import Table
 
 from converge.cli import output
+from converge.cli.api_server import api_options, api_server
 from converge.cli.boundary import EXIT_FAILED, EXIT_OK, Session, run_command
+from converge.cli.remote import RemoteConverge, remote_settings
 from converge.cli.stack_commands import common_options, embedded_settings
 from converge.errors import InvalidRequest, NotFound
 from converge.resources.builtin.world import TestWorld, world_path_for
@@ -54,6 +56,9 @@ def _drift_table(rows: Sequence[Mapping[str, Any]]) -> Table:
 
 
 async def _open(state: str) -> contextlib.AbstractAsyncContextManager[Converge]:
+    remote = remote_settings()
+    if remote is not None:  # converge --url: through the server's API
+        return RemoteConverge.connect(remote)  # type: ignore[return-value]
     if not Path(state).exists():
         raise NotFound(
             f"no state file at {state}: no stacks yet (--state or CONVERGE_STATE chooses the file)"
@@ -223,10 +228,14 @@ def world_delete(
     metavar="SECONDS",
     help="Seconds between full samples of each resource type (default: the settings').",
 )
+@api_options
 @common_options
 def serve(
     recheck: float,
     interval: float | None,
+    api: str | None,
+    noauth: bool,
+    local_types: bool,
     state: str,
     output_format: str,
     debug: bool,
@@ -235,13 +244,17 @@ def serve(
     """Run the engine, workers and the synchronizer until SIGINT or SIGTERM.
 
     Every stack's drift is handled by its policy: notify records it (see `converge
-    drift`), heal converges it back, ignore does nothing.
+    drift`), heal converges it back, ignore does nothing. With ``--api HOST:PORT`` it also
+    serves Heat's REST API (python-heatclient, `openstack stack`) and converge's routes.
     """
 
     async def body(session: Session) -> int:
         settings = dataclasses.replace(embedded_settings(state), drift_recheck_interval=recheck)
         if interval is not None:
             settings = dataclasses.replace(settings, observe_interval=interval)
+        if api is not None and not local_types:
+            # Templates from the network must not touch this machine's files and processes.
+            settings = dataclasses.replace(settings, enable_local_types=False)
         from converge.api import Converge
 
         session.interrupt_message = "converge serve stopped"
@@ -251,7 +264,7 @@ def serve(
             for signum in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(signum, stop.set)
             try:
-                async with cv.serving():
+                async with cv.serving(), api_server(cv, api, noauth=noauth):
                     click.echo(f"converge serve: watching the stacks in {state}", err=True)
                     while not stop.is_set():  # or until the state fails (damaged, full)
                         with contextlib.suppress(TimeoutError):

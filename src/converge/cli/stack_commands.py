@@ -19,6 +19,7 @@ from converge.cli import output
 from converge.cli.boundary import EXIT_FAILED, EXIT_OK, Session, run_command
 from converge.cli.inputs import Inputs, embedded_settings, parse_parameters, read_inputs
 from converge.cli.progress import Display, LineDisplay, LiveDisplay, Outcome, QuietDisplay, follow
+from converge.cli.remote import RemoteConverge, follow_remote, remote_settings
 from converge.errors import NotFound
 
 if TYPE_CHECKING:
@@ -108,10 +109,16 @@ async def _open(
     state: str, *, must_exist: bool, read_only: bool = False
 ) -> AsyncIterator[Converge]:
     """The embedded converge over ``state``; reading commands do not create a missing file.
+    With ``converge --url`` the commands go to that server's API instead.
 
     ``read_only``: the file is opened for reading alone and no engine runs (no service
     row, heartbeat or migration), so reading is cheap and works on a read-only file.
     """
+    remote = remote_settings()
+    if remote is not None:
+        async with RemoteConverge.connect(remote) as client:
+            yield client  # type: ignore[misc]  # the same calls, over HTTP
+        return
     from converge.adapters.sql import state_file
     from converge.api import Converge
 
@@ -138,6 +145,8 @@ def _display(fmt: str, title: str) -> Display:
 async def _follow(cv: Converge, stack_id: str, fmt: str, title: str, after: int | None) -> Outcome:
     display = _display(fmt, title)
     try:
+        if isinstance(cv, RemoteConverge):
+            return await follow_remote(cv, stack_id, display, after_id=after)
         return await follow(cv, stack_id, display, after_id=after)
     finally:
         display.close()
@@ -487,7 +496,7 @@ def outputs(name: str, state: str, output_format: str, debug: bool, log_json: bo
 )
 def list_stacks(state: str, output_format: str, debug: bool, log_json: bool, nested: bool) -> None:
     """List the stacks in the state file."""
-    if not Path(state).exists():
+    if remote_settings() is None and not Path(state).exists():
         # No state file yet is no stacks yet; reading must not create the file.
         if output_format == output.Format.JSON:
             output.print_json([])
@@ -539,8 +548,10 @@ def clear_hook(
                 f"interrupted: hook {hook_name} of {resource} is cleared; the stack's "
                 "remaining work resumes with the next converge command that runs the engine"
             )
-            # The resumed resource runs in this process's engine: let it finish its step.
-            await cv.engine.idle()
+            # The resumed resource runs in this process's engine: let it finish its step
+            # (against a server, the server's engine runs it).
+            if not isinstance(cv, RemoteConverge):
+                await cv.engine.idle()
         if output_format == output.Format.JSON:
             output.print_json({"stack": name, "resource": resource, "hook": hook_name})
         else:

@@ -41,6 +41,7 @@ def _summary(definition: StackDefinition) -> dict[str, Any]:
         types[resource.type] = types.get(resource.type, 0) + 1
     return {
         "version": definition.version.date,
+        "version_key": definition.version.version_key,
         "description": definition.description,
         "resources": {name: r.type for name, r in definition.resources.items()},
         "resource_types": dict(sorted(types.items())),
@@ -112,7 +113,7 @@ def run_validate(
 
 def _table(definition: StackDefinition, name: str) -> str:
     summary = _summary(definition)
-    lines = [f"{name}: valid (heat_template_version {summary['version']})"]
+    lines = [f"{name}: valid ({summary['version_key']} {summary['version']})"]
     lines.append(f"resources: {len(summary['resources'])}")
     by_type: dict[str, list[str]] = {}
     for resource, kind in summary["resources"].items():

@@ -84,7 +84,10 @@ def decide_update(
         # Heat's _needs_update: a resource whose check failed is always replaced.
         return Decision(Change.REPLACE, "resource is CHECK_FAILED and is replaced by the update")
     if state.status == Status.FAILED:
-        if state.action != Action.CREATE and not changed_properties(state.properties, desired):
+        # CHECK_FAILED is a resource marked unhealthy: replaced whatever changed, as in Heat.
+        if state.action not in (Action.CREATE, Action.CHECK) and not changed_properties(
+            state.properties, desired
+        ):
             # A failed update converging back to what was last applied (a rollback): the
             # original is kept and its known-good properties are applied again in place.
             return Decision(

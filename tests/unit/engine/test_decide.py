@@ -44,6 +44,8 @@ def state(
         (state(Action.CREATE, Status.FAILED), {"size": 1, "image": "a"}, Change.REPLACE),
         (state(Action.UPDATE, Status.FAILED), {"size": 1, "image": "a"}, Change.UPDATE),
         (state(Action.UPDATE, Status.FAILED), {"size": 2, "image": "a"}, Change.REPLACE),
+        # Marked unhealthy (Heat's CHECK_FAILED): always replaced, as in Heat.
+        (state(Action.CHECK, Status.FAILED), {"size": 1, "image": "a"}, Change.REPLACE),
         (state(), {"size": 1, "image": "a"}, Change.NOTHING),
         (state(), {"size": 2, "image": "a"}, Change.UPDATE),
         (state(), {"size": 1, "image": "b"}, Change.REPLACE),

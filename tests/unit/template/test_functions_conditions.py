@@ -190,9 +190,9 @@ def test_if_inside_conditions_from_wallaby() -> None:
     ("version", "name", "message"),
     [
         (
-            "2013-05-23",
+            "2014-10-16",
             "Ref",
-            "Ref is a CloudFormation function converge does not support; use get_resource",
+            "Ref is not supported from heat_template_version 2014-10-16 on; use get_resource",
         ),
         (
             "2016-10-14",

@@ -1,9 +1,9 @@
-"""HOT templates: loading, environments, parameters, conditions and validated stacks.
+"""HOT and CFN templates: loading, environments, parameters, conditions and validated stacks.
 
 The public API the engine and the CLI use; everything else in this package is detail.
 """
 
-from converge.core.template.context import ResourceData, StackIdentity
+from converge.core.template.context import ResourceData, StackIdentity, pseudo_parameters
 from converge.core.template.definitions import (
     OutputDefinition,
     ResourceDefinition,
@@ -43,5 +43,6 @@ __all__ = [
     "merge_environments",
     "prepare_stack",
     "provider_schema",
+    "pseudo_parameters",
     "template_from_data",
 ]

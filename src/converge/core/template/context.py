@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from converge.core.template.cfn_parameters import CFN_REGION
 from converge.core.template.nodes import EvalContext, Unresolved, Where
 from converge.core.template.template import did_you_mean
 from converge.core.template.versions import HotVersion
@@ -51,16 +52,12 @@ class StackScope:
         resources: Mapping[str, Any],
         disabled: frozenset[str] = frozenset(),
         check_attribute: AttributeCheck | None = None,
+        mappings: Mapping[str, Any] | None = None,
     ) -> None:
         self._version = version
         self._parameters = dict(parameters)
-        self._parameters.update(
-            {
-                "OS::stack_name": identity.stack_name,
-                "OS::stack_id": identity.stack_id,
-                "OS::project_id": identity.project_id,
-            }
-        )
+        self._parameters.update(pseudo_parameters(version, identity))
+        self._mappings = mappings or {}
         self._declared = declared
         self._files = files
         self._conditions = conditions
@@ -71,6 +68,10 @@ class StackScope:
     @property
     def version(self) -> str:
         return self._version.date
+
+    def key(self, name: str) -> str:
+        """How the template's format spells HOT's section or key ``name``."""
+        return self._version.key(name)
 
     def parameter(self, name: str, where: Where) -> Any:
         try:
@@ -83,6 +84,22 @@ class StackScope:
 
     def condition(self, name: str, where: Where) -> bool:
         return self._conditions(name, where)
+
+    def is_resource(self, name: str) -> bool:
+        """Whether ``name`` is a resource of the template (CFN's ``Ref`` asks)."""
+        return name in self.resources
+
+    def mapping(self, name: str, where: Where) -> Mapping[str, Any]:
+        """One of a CFN template's ``Mappings`` (``Fn::FindInMap``)."""
+        try:
+            mapping = self._mappings[name]
+        except KeyError:
+            raise where.error(
+                f"Fn::FindInMap: unknown mapping {name!r}{did_you_mean(name, self._mappings)}"
+            ) from None
+        if not isinstance(mapping, Mapping):
+            raise where.error(f"Fn::FindInMap: mapping {name!r} is not a map")
+        return mapping
 
     def file_content(self, key: str, where: Where) -> str:
         try:
@@ -118,6 +135,26 @@ class StackScope:
         raise Unresolved(resource)
 
 
+def pseudo_parameters(version: HotVersion, identity: StackIdentity) -> dict[str, str]:
+    """The parameters every stack has: HOT's ``OS::*``, or CFN's ``AWS::*`` (as Heat's
+    ``CfnParameters``: the stack's ARN, its name, and a fixed region)."""
+    if version.is_cfn:
+        arn = (
+            f"arn:openstack:heat::{identity.project_id}:stacks/"
+            f"{identity.stack_name}/{identity.stack_id}"
+        )
+        return {
+            "AWS::StackId": arn,
+            "AWS::StackName": identity.stack_name,
+            "AWS::Region": CFN_REGION,
+        }
+    return {
+        "OS::stack_name": identity.stack_name,
+        "OS::stack_id": identity.stack_id,
+        "OS::project_id": identity.project_id,
+    }
+
+
 class DataContext:
     """The stack's scope plus what converged resources reported: full evaluation."""
 
@@ -137,6 +174,17 @@ class DataContext:
 
     def file_content(self, key: str, where: Where) -> str:
         return self._scope.file_content(key, where)
+
+    def is_resource(self, name: str) -> bool:
+        is_resource = getattr(self._scope, "is_resource", None)  # optional (CFN's Ref)
+        return bool(is_resource(name)) if is_resource is not None else False
+
+    def mapping(self, name: str, where: Where) -> Mapping[str, Any]:
+        mapping = getattr(self._scope, "mapping", None)  # optional (Fn::FindInMap)
+        if mapping is None:
+            raise where.error("Fn::FindInMap needs the template's Mappings")
+        result: Mapping[str, Any] = mapping(name, where)
+        return result
 
     def reference_id(self, resource: str, where: Where) -> Any:
         try:

@@ -62,15 +62,16 @@ class ResourceDefinition:
     def resolve_properties(self, data: ResourceData) -> dict[str, Any]:
         """The final properties: evaluated with ``data``, defaulted and coerced by the schema."""
         values = resolve(self.properties, self._context(data))
+        key = self.scope.key("properties") if self.scope is not None else "properties"
         if not isinstance(values, Mapping):
-            raise self.where.child("properties").error("properties must be a map")
+            raise self.where.child(key).error(f"{key} must be a map")
         if self.schema is None:
             return dict(values)
         coerced, problems = validate_properties(
             values, self.schema.properties, open_properties=self.schema.open_properties
         )
         if problems:
-            base = self.where.child("properties")
+            base = self.where.child(key)
             TemplateErrors.raise_if_any(
                 base.child(*problem.path).error(problem.message) for problem in problems
             )

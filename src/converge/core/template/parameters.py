@@ -23,6 +23,7 @@ from converge.core.schema import (
     to_string,
     type_word,
 )
+from converge.core.template.cfn_parameters import cfn_parameter_schemas
 from converge.core.template.nodes import Where
 from converge.core.template.template import Template, did_you_mean
 from converge.errors import TemplateError
@@ -53,6 +54,11 @@ _CONSTRAINTS_FOR: Mapping[ParameterType, frozenset[str]] = {
 }
 
 
+def constraint_kinds_for(kind: ParameterType) -> frozenset[str]:
+    """The constraint kinds that make sense for a parameter type."""
+    return _CONSTRAINTS_FOR[kind]
+
+
 @dataclass(frozen=True)
 class ParameterSchema:
     """One declared parameter."""
@@ -70,6 +76,7 @@ class ParameterSchema:
     constraints: tuple[Constraint, ...] = ()
     # what is wrong with the default: an error only where the default is used (Heat's rule)
     default_problem: str | None = None
+    default_key: str = "default"  # how the template spells it (a CFN template: Default)
 
     def coerce_type(self, value: Any) -> Any:
         """``value`` converted to the type by Heat's rules; ``ValueError`` with a message."""
@@ -167,6 +174,8 @@ def _constraints(
 
 def parameter_schemas(template: Template) -> tuple[dict[str, ParameterSchema], list[TemplateError]]:
     """The template's parameter declarations, and every problem in them."""
+    if template.version.is_cfn:
+        return cfn_parameter_schemas(template)
     schemas: dict[str, ParameterSchema] = {}
     errors: list[TemplateError] = []
     section = template.where.child("parameters")
@@ -288,7 +297,7 @@ def _default_problems(schema: ParameterSchema, context: ConstraintContext) -> li
     try:
         schema.coerce(schema.default, context)
     except ValueError as exc:
-        return [schema.where.child("default").error(f"invalid default: {exc}")]
+        return [schema.where.child(schema.default_key).error(f"invalid default: {exc}")]
     return []
 
 
@@ -346,12 +355,12 @@ def resolve_parameters(
                         schema.where.error(f"invalid value {origin} for parameter {name!r}: {exc}")
                     )
                 if schema.default_problem is not None:
-                    where = schema.where.child("default")
+                    where = schema.where.child(schema.default_key)
                     warnings.append(where.error(f"{schema.default_problem} (unused here)"))
                 break
         else:
             if schema.default_problem is not None:
-                errors.append(schema.where.child("default").error(schema.default_problem))
+                errors.append(schema.where.child(schema.default_key).error(schema.default_problem))
             elif schema.has_default:
                 values[name] = schema.default
                 errors.extend(_default_problems(schema, context))

@@ -103,7 +103,8 @@ class _Conditions:
             raise where.error("condition cycle: " + " -> ".join(cycle))
         self.evaluating.append(name)
         try:
-            value = self.evaluate(self.raw[name], self.template.where.child("conditions", name))
+            at = self.template.section_where("conditions").child(name)
+            value = self.evaluate(self.raw[name], at)
         except (TemplateError, Unresolved):
             self.failed.add(name)
             raise
@@ -205,10 +206,11 @@ class _Preparer:
 
     def condition_of(self, raw: Mapping[str, Any], where: Where) -> bool:
         """Whether a resource or output is enabled; problems count as enabled."""
-        if "condition" not in raw:
-            return True
+        key = self.version.key("condition")
+        if key not in raw or not self.version.supports_conditions:
+            return True  # an unknown key where conditions do not exist: reported as such
         try:
-            return self.conditions.evaluate(raw["condition"], where.child("condition"))
+            return self.conditions.evaluate(raw[key], where.child(key))
         except Unresolved:
             return True  # depends on a parameter that has no valid value: reported already
         except TemplateError as exc:
@@ -244,23 +246,24 @@ class _Preparer:
 
     def type_of(self, name: str, raw: Mapping[str, Any], where: Where) -> None:
         """Resolve a resource's type through the registry and find its schema."""
-        type_name = raw.get("type")
+        key = self.version.key("type")
+        type_name = raw.get(key)
         if not isinstance(type_name, str) or not type_name:
             self.errors.append(
-                where.error("missing type")
+                where.error(f"missing {key}")
                 if type_name is None
-                else where.child("type").error("type must be a string")
+                else where.child(key).error(f"{key} must be a string")
             )
             self.resource_types[name] = ("", None, None)
             return
         try:
             implementation = self.environment.implementation_type(type_name, name)
         except ValueError as exc:
-            self.errors.append(where.child("type").error(str(exc)))
+            self.errors.append(where.child(key).error(str(exc)))
             self.resource_types[name] = (type_name, None, None)
             return
         if is_provider_template(implementation):
-            schema = self.provider(implementation, where.child("type"))
+            schema = self.provider(implementation, where.child(key))
             self.resource_types[name] = (implementation, schema, implementation)
             return
         schema = self.schemas.lookup(implementation)
@@ -272,7 +275,7 @@ class _Preparer:
                 else f" (mapped from {type_name!r} by the environment)"
             )
             self.errors.append(
-                where.child("type").error(
+                where.child(key).error(
                     f"unknown resource type {implementation!r}{mapped}"
                     f"{did_you_mean(implementation, known)}"
                 )
@@ -326,33 +329,36 @@ class _Preparer:
 
     def resource(self, name: str, raw: Any, where: Where, scope: StackScope) -> ResourceDefinition:
         version = self.version
-        for key in raw:
-            if key not in version.resource_keys:
+        for written in raw:
+            if written not in version.resource_keys:
                 self.errors.append(
-                    where.child(key).error(
-                        f"unknown key {key!r}{did_you_mean(key, version.resource_keys)}"
+                    where.child(written).error(
+                        f"unknown key {written!r}{did_you_mean(written, version.resource_keys)}"
                     )
                 )
         implementation, schema, provider = self.resource_types[name]
         properties = self.properties(raw, where, scope, schema)
-        metadata = self.evaluate_key(raw, "metadata", where, scope)
+        key = version.key
+        metadata = self.evaluate_key(raw, key("metadata"), where, scope)
         if metadata is not None and not isinstance(metadata, dict) and not is_deferred(metadata):
-            self.errors.append(where.child("metadata").error("metadata must be a map"))
-        update_policy = self.evaluate_key(raw, "update_policy", where, scope)
-        external_id = self.evaluate_key(raw, "external_id", where, scope)
+            at = where.child(key("metadata"))
+            self.errors.append(at.error(f"{key('metadata')} must be a map"))
+        update_policy = self.evaluate_key(raw, key("update_policy"), where, scope)
+        external_id = self.evaluate_key(raw, key("external_id"), where, scope)
         deletion_policy = "Delete"
-        if raw.get("deletion_policy") is not None:
-            at = where.child("deletion_policy")
-            value = self.evaluate(raw["deletion_policy"], at, scope)
+        if raw.get(key("deletion_policy")) is not None:
+            at = where.child(key("deletion_policy"))
+            value = self.evaluate(raw[key("deletion_policy")], at, scope)
             try:
                 deletion_policy = normalize_deletion_policy(value, version, at)
             except TemplateError as exc:
                 self.errors.append(exc)
-        description = raw.get("description") or ""
+        description = raw.get(key("description")) or ""
         if not isinstance(description, str):
-            self.errors.append(where.child("description").error("description must be a string"))
+            at = where.child(key("description"))
+            self.errors.append(at.error(f"{key('description')} must be a string"))
             description = ""
-        depends_on = self.depends_on(raw.get("depends_on"), where, scope)
+        depends_on = self.depends_on(raw.get(key("depends_on")), where, scope)
         requires = set(depends_on)
         for snippet in (properties, metadata):
             for reference in find_references(snippet):
@@ -363,7 +369,7 @@ class _Preparer:
                     requires.add(reference.resource)
         return ResourceDefinition(
             name=name,
-            type=str(raw.get("type")),
+            type=str(raw.get(key("type"))),
             implementation_type=implementation,
             properties=properties,
             where=where,
@@ -394,13 +400,14 @@ class _Preparer:
         schema: ResourceTypeSchema | None,
     ) -> Any:
         """A resource's properties, evaluated and checked against its type's schema."""
-        at = where.child("properties")
+        key = self.version.key("properties")
+        at = where.child(key)
         count = len(self.errors)
-        properties = self.evaluate(raw.get("properties") or {}, at, scope)
+        properties = self.evaluate(raw.get(key) or {}, at, scope)
         if len(self.errors) > count:
             return {}  # reported; checking the rest against the schema would only add noise
         if not isinstance(properties, dict) and not is_deferred(properties):
-            self.errors.append(at.error("properties must be a map"))
+            self.errors.append(at.error(f"{key} must be a map"))
             return {}
         if schema is not None and isinstance(properties, dict):
             _, problems = validate_properties(
@@ -417,8 +424,9 @@ class _Preparer:
             return ()
         names = [raw] if isinstance(raw, str) else raw
         if not isinstance(names, list):
-            where = resource.child("depends_on")
-            self.errors.append(where.error("depends_on must be a resource name or a list of them"))
+            key = self.version.key("depends_on")
+            where = resource.child(key)
+            self.errors.append(where.error(f"{key} must be a resource name or a list of them"))
             return ()
         result: list[str] = []
         for index, item in enumerate(names):
@@ -428,26 +436,26 @@ class _Preparer:
                     result.append(item)
                 continue
             # the place is made for a problem only: most resources have none
-            at = resource.child("depends_on", *((index,) if isinstance(raw, list) else ()))
+            key = self.version.key("depends_on")
+            at = resource.child(key, *((index,) if isinstance(raw, list) else ()))
             if not isinstance(item, str):
-                message = f"depends_on entries must be resource names, not {item!r}"
+                message = f"{key} entries must be resource names, not {item!r}"
             else:
-                message = (
-                    f"depends_on: unknown resource {item!r}{did_you_mean(item, scope.resources)}"
-                )
+                message = f"{key}: unknown resource {item!r}{did_you_mean(item, scope.resources)}"
             self.errors.append(at.error(message))
         return tuple(result)
 
     def output(self, name: str, raw: Any, where: Where, scope: StackScope) -> OutputDefinition:
-        for key in raw:
-            if key not in self.version.output_keys:
+        for written in raw:
+            if written not in self.version.output_keys:
                 self.errors.append(
-                    where.child(key).error(
-                        f"unknown key {key!r}{did_you_mean(key, self.version.output_keys)}"
+                    where.child(written).error(
+                        f"unknown key {written!r}{did_you_mean(written, self.version.output_keys)}"
                     )
                 )
-        value = self.evaluate(raw.get("value"), where.child("value"), scope)
-        description = raw.get("description") or ""
+        key = self.version.key
+        value = self.evaluate(raw.get(key("value")), where.child(key("value")), scope)
+        description = raw.get(key("description")) or ""
         return OutputDefinition(name, value, where, str(description), scope)
 
     # --- the whole stack --------------------------------------------------------------------
@@ -455,7 +463,7 @@ class _Preparer:
     def run(self) -> StackDefinition:
         template = self.template
         values, declared = self.parameters()
-        section = template.where.child("resources")
+        section = template.section_where("resources")
         raw_resources = template.resources
         scope = StackScope(
             version=self.version,
@@ -466,11 +474,12 @@ class _Preparer:
             conditions=self.conditions,
             resources=raw_resources,
             check_attribute=self.check_attribute,
+            mappings=template.mappings,
         )
         self.conditions.scope = scope
         for name in template.conditions:
             try:
-                self.conditions(name, template.where.child("conditions", name))
+                self.conditions(name, template.section_where("conditions").child(name))
             except Unresolved:
                 pass
             except TemplateError as exc:
@@ -496,7 +505,7 @@ class _Preparer:
             resources[name] = self.resource(name, raw_resources[name], where, scope)
 
         outputs: dict[str, OutputDefinition] = {}
-        output_section = template.where.child("outputs")
+        output_section = template.section_where("outputs")
         for name, raw in template.outputs.items():
             where = output_section.child(name)
             if not isinstance(raw, dict):
@@ -506,7 +515,7 @@ class _Preparer:
                 outputs[name] = self.output(name, raw, where, scope)
             else:
                 # Heat still lists an output whose condition is false, with a null value.
-                description = str(raw.get("description") or "")
+                description = str(raw.get(self.version.key("description")) or "")
                 outputs[name] = OutputDefinition(name, None, where, description, scope)
 
         definition = StackDefinition(

@@ -1,4 +1,10 @@
-"""The HOT template versions: what each allows (sections, keys, functions) and their names."""
+"""The template versions: what each allows (sections, keys, functions) and their names.
+
+Every HOT ``heat_template_version``, and the two CloudFormation formats Heat reads
+(``AWSTemplateFormatVersion: 2010-09-09`` and ``HeatTemplateFormatVersion: 2012-12-12``).
+A CFN template is read by the same code: its version's ``names`` say how each section
+and key is spelt (``resources`` is ``Resources``, ``depends_on`` is ``DependsOn``).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from converge.core.template.functions.tables import condition_function_table, function_table
+from converge.core.template.functions.tables import (
+    cfn_condition_function_table,
+    cfn_function_table,
+    condition_function_table,
+    function_table,
+)
 from converge.core.template.nodes import FunctionTable, Where
 
 # (date, release name): Heat accepts the release name as the version from newton on.
@@ -80,6 +91,17 @@ class HotVersion:
     deletion_policies: Mapping[str, str] = field(
         repr=False, compare=False
     )  # as written -> canonical
+    version_key: str = "heat_template_version"  # the top-level key that names the version
+    # HOT's name of a section or key -> how this format spells it (CFN: ``Resources``)
+    names: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def is_cfn(self) -> bool:
+        return self.version_key != "heat_template_version"
+
+    def key(self, name: str) -> str:
+        """How this version spells HOT's section or key ``name``."""
+        return self.names.get(name, name)
 
     def at_least(self, date: str) -> bool:
         """True when this version is ``date`` or newer (ISO dates compare as strings)."""
@@ -109,6 +131,89 @@ def _build(date: str, name: str | None) -> HotVersion:
         deletion_policies=MappingProxyType(policies),
     )
 
+
+# Both CFN formats: HOT's name -> the CFN spelling (Heat's CfnTemplateBase)
+_CFN_NAMES: Mapping[str, str] = MappingProxyType(
+    {
+        "description": "Description",
+        "parameters": "Parameters",
+        "mappings": "Mappings",
+        "resources": "Resources",
+        "outputs": "Outputs",
+        "conditions": "Conditions",
+        "type": "Type",
+        "properties": "Properties",
+        "metadata": "Metadata",
+        "depends_on": "DependsOn",
+        "deletion_policy": "DeletionPolicy",
+        "update_policy": "UpdatePolicy",
+        "condition": "Condition",
+        "value": "Value",
+    }
+)
+CFN_PARAMETER_KEYS = frozenset(
+    {
+        "Type",
+        "Default",
+        "NoEcho",
+        "AllowedValues",
+        "AllowedPattern",
+        "MaxLength",
+        "MinLength",
+        "MaxValue",
+        "MinValue",
+        "Description",
+        "ConstraintDescription",
+        "Label",
+    }
+)
+
+
+def _build_cfn(version_key: str, date: str, with_conditions: bool) -> HotVersion:
+    """Heat's CfnTemplate (AWS, with ``Conditions``) or HeatTemplate (without)."""
+    extra = {"conditions"} if with_conditions else set()
+    return HotVersion(
+        date=date,
+        name=None,
+        sections=frozenset(
+            _CFN_NAMES[s]
+            for s in ("description", "mappings", "parameters", "resources", "outputs", *extra)
+        )
+        | {version_key},
+        resource_keys=frozenset(
+            _CFN_NAMES[k]
+            for k in (
+                "type",
+                "properties",
+                "metadata",
+                "depends_on",
+                "deletion_policy",
+                "update_policy",
+                "description",
+                *(["condition"] if with_conditions else []),
+            )
+        ),
+        output_keys=frozenset(
+            _CFN_NAMES[k]
+            for k in ("description", "value", *(["condition"] if with_conditions else []))
+        ),
+        parameter_keys=CFN_PARAMETER_KEYS,
+        parameter_constraints=frozenset({"length", "range", "allowed_values", "allowed_pattern"}),
+        functions=cfn_function_table(with_conditions),
+        condition_functions=cfn_condition_function_table(with_conditions),
+        supports_conditions=with_conditions,
+        deletion_policies=MappingProxyType({policy: policy for policy in DELETION_POLICIES}),
+        version_key=version_key,
+        names=_CFN_NAMES,
+    )
+
+
+AWS_FORMAT = _build_cfn("AWSTemplateFormatVersion", "2010-09-09", with_conditions=True)
+HEAT_CFN_FORMAT = _build_cfn("HeatTemplateFormatVersion", "2012-12-12", with_conditions=False)
+CFN_VERSIONS: Mapping[str, HotVersion] = {
+    version.version_key: version for version in (AWS_FORMAT, HEAT_CFN_FORMAT)
+}
+VERSION_KEYS = ("heat_template_version", *CFN_VERSIONS)
 
 VERSIONS: tuple[HotVersion, ...] = tuple(_build(date, name) for date, name in _RELEASES)
 LATEST: HotVersion = VERSIONS[-1]
@@ -151,9 +256,21 @@ def hot_version(canonical: str) -> HotVersion:
     return version
 
 
+def cfn_version(key: str, value: object, where: Where) -> HotVersion:
+    """The CFN format named by ``key`` (``AWSTemplateFormatVersion`` …) and its ``value``."""
+    version = CFN_VERSIONS[key]
+    if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
+        value = value.isoformat()
+    if value != version.date:
+        raise where.error(f"unknown {key} {value!r}; the valid version is {version.date}")
+    return version
+
+
 def normalize_deletion_policy(value: object, version: HotVersion, where: Where) -> str:
     """``Delete`` / ``Retain`` / ``Snapshot`` from what the template wrote (aliases per version)."""
     if isinstance(value, str) and value in version.deletion_policies:
         return version.deletion_policies[value]
     allowed = ", ".join(version.deletion_policies)
-    raise where.error(f"invalid deletion_policy {value!r}; expected one of: {allowed}")
+    raise where.error(
+        f"invalid {version.key('deletion_policy')} {value!r}; expected one of: {allowed}"
+    )

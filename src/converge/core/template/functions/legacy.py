@@ -42,6 +42,8 @@ class Select(Function):
         if not is_list(args) or len(args) != 2:
             raise self.where.error("Fn::Select expects a list [<index>, <list or map>]")
         index, collection = args
+        if collection == "":
+            return ""  # Heat: what another function gives while its value is not known yet
         if isinstance(collection, str):
             try:  # Heat accepts a list or map serialised as JSON
                 collection = parse_json(collection)

@@ -5,6 +5,24 @@ from __future__ import annotations
 from functools import cache
 from types import MappingProxyType
 
+from converge.core.template.functions.cfn import (
+    Base64,
+    CfnAnd,
+    CfnEquals,
+    CfnIf,
+    CfnNot,
+    CfnOr,
+    CfnResourceFacade,
+    FindInMap,
+    GetAtt,
+    GetAZs,
+    Join,
+    MemberListToMap,
+    ParamRef,
+    Ref,
+    Replace,
+    Split,
+)
 from converge.core.template.functions.conditions import And, Equals, If, IfNullable, Not, Or
 from converge.core.template.functions.containers import (
     Contains,
@@ -50,6 +68,15 @@ _FUNCTIONS: tuple[tuple[str, str, type[Function]], ...] = (
     ("2013-05-23", "str_replace", StrReplace),
     ("2013-05-23", "resource_facade", ResourceFacade),
     ("2013-05-23", "Fn::Select", Select),
+    # HOT's first version still had these CloudFormation functions (Heat's HOTemplate20130523)
+    ("2013-05-23", "Ref", Ref),
+    ("2013-05-23", "Fn::GetAZs", GetAZs),
+    ("2013-05-23", "Fn::Join", Join),
+    ("2013-05-23", "Fn::Split", Split),
+    ("2013-05-23", "Fn::Replace", Replace),
+    ("2013-05-23", "Fn::Base64", Base64),
+    ("2013-05-23", "Fn::MemberListToMap", MemberListToMap),
+    ("2013-05-23", "Fn::ResourceFacade", CfnResourceFacade),
     ("2015-04-30", "repeat", Repeat),
     ("2015-04-30", "digest", Digest),
     ("2015-10-15", "get_attr", GetAttrAllAttributes),
@@ -96,12 +123,9 @@ _CFN_HINTS = {
     "Fn::ResourceFacade": "resource_facade",
 }
 
-# Names that are refused with an explanation rather than passed through as plain data.
+# Names that are refused with an explanation rather than passed through as plain data
+# (Heat's ``Removed``: "The function X is not supported in this version of HOT").
 _REJECTED: tuple[tuple[str, str, str], ...] = (
-    *(
-        ("2013-05-23", name, f"is a CloudFormation function converge does not support; use {hint}")
-        for name, hint in _CFN_HINTS.items()
-    ),
     *(
         (
             "2014-10-16",
@@ -173,4 +197,53 @@ def function_table(date: str) -> FunctionTable:
     conditions = condition_function_table(date)
     for name, implementation in list(table.items()):
         table[name] = _with_condition_table(implementation, conditions)
+    return MappingProxyType(table)
+
+
+# The CloudFormation formats (Heat's HeatTemplate and CfnTemplate): keyed by format key.
+_CFN_COMMON: tuple[tuple[str, type[Function]], ...] = (
+    ("Fn::FindInMap", FindInMap),
+    ("Fn::GetAZs", GetAZs),
+    ("Ref", Ref),
+    ("Fn::GetAtt", GetAtt),
+    ("Fn::Select", Select),
+    ("Fn::Join", Join),
+    ("Fn::Split", Split),
+    ("Fn::Replace", Replace),
+    ("Fn::Base64", Base64),
+    ("Fn::MemberListToMap", MemberListToMap),
+    ("Fn::ResourceFacade", CfnResourceFacade),
+)
+_CFN_CONDITION_FUNCTIONS: tuple[tuple[str, type[Function]], ...] = (
+    ("Fn::Equals", CfnEquals),
+    ("Ref", ParamRef),
+    ("Fn::FindInMap", FindInMap),
+    ("Fn::Not", CfnNot),
+    ("Fn::And", CfnAnd),
+    ("Fn::Or", CfnOr),
+)
+
+
+@cache
+def cfn_condition_function_table(with_conditions: bool) -> FunctionTable:
+    """The condition functions of a CFN format (none for HeatTemplateFormatVersion);
+    the other functions are refused in a condition, as in Heat."""
+    if not with_conditions:
+        return MappingProxyType({})
+    table: dict[str, type[Function]] = dict(_CFN_CONDITION_FUNCTIONS)
+    allowed = ", ".join(sorted(table))
+    for name, _ in (*_CFN_COMMON, ("Fn::If", CfnIf)):
+        if name not in table:
+            table[name] = rejected(name, f"is not allowed in a condition; use {allowed}")
+    return MappingProxyType(table)
+
+
+@cache
+def cfn_function_table(with_conditions: bool) -> FunctionTable:
+    """The functions of a CFN format: AWSTemplateFormatVersion (``with_conditions``) adds
+    ``Fn::If``; an ``Fn::If`` in HeatTemplateFormatVersion is plain data, as in Heat."""
+    table: dict[str, type[Function]] = dict(_CFN_COMMON)
+    if with_conditions:
+        conditions = cfn_condition_function_table(True)
+        table["Fn::If"] = type("CfnIfWithConditions", (CfnIf,), {"condition_functions": conditions})
     return MappingProxyType(table)

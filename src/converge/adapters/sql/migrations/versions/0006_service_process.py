@@ -1,6 +1,6 @@
 """Service rows say which process they are (boot and start time), not only its pid.
 
-Revision ID: 0005
+Revision ID: 0006
 """
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0005"
-down_revision = "0004"
+revision = "0006"
+down_revision = "0005_api_tokens"
 branch_labels = None
 depends_on = None
 
