@@ -11,6 +11,7 @@ while the first runs) or when the stack settles with ``wait=True``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import datetime as dt
 import logging
@@ -659,7 +660,28 @@ class Converge:
         stack = await self._find(name_or_id, include_deleted=True)
         every = await self._store.list_resources(stack.id)
         row = self._newest_row(every, resource_name, stack.name)
-        return self._resource_views([row], every)[0]
+        view = self._resource_views([row], every)[0]
+        # As Heat's resource show: every attribute of the type, resolved.
+        declared = await self._declared_attributes(stack, row)
+        attributes = await self.engine.worker.every_attribute(stack, row, declared)
+        return dataclasses.replace(view, attributes=attributes)
+
+    async def _declared_attributes(self, stack: StackRecord, row: ResourceRecord) -> list[str]:
+        """The attributes the resource's type declares as the template sees it (a provider
+        template's outputs, for one); Heat's ``show`` attribute is left out."""
+        schema = None
+        if stack.raw_template_id is not None and not stack.deleted:
+            with contextlib.suppress(NotFound, TemplateError):
+                definition = await self._ctx.definitions.get(stack.raw_template_id)
+                resource = definition.resources.get(row.name)
+                schema = resource.schema if resource is not None else None
+        if schema is not None:
+            names = list(schema.attributes)
+        elif row.type in self._ctx.registry:
+            names = list(self._ctx.registry.plugin(row.type).attributes_schema)
+        else:
+            names = []
+        return [name for name in names if name != "show"]
 
     @staticmethod
     def _newest_row(

@@ -122,3 +122,30 @@ async def test_events_of_a_replacement_and_of_deletes_say_what_happened(cv: Conv
         ("DELETE_IN_PROGRESS", "state changed"),
         ("DELETE_COMPLETE", "state changed"),
     ]
+
+
+SHOWN = """
+heat_template_version: 2021-04-16
+resources:
+  t: {type: OS::Heat::TestResource, properties: {value: seen}}
+  box: {type: box.yaml}
+"""
+
+BOX = """
+heat_template_version: 2021-04-16
+resources:
+  inner: {type: OS::Heat::Value, properties: {value: 42}}
+outputs:
+  answer: {value: {get_attr: [inner, value]}}
+"""
+
+
+async def test_resource_show_resolves_every_attribute_of_the_type(cv: Converge) -> None:
+    # Heat's resource show lists every attribute, not only those a template referenced.
+    await cv.create_stack("a", SHOWN, files={"box.yaml": BOX})
+    shown = await cv.get_resource("a", "t")
+    assert shown.attributes["output"] == "seen"
+    assert "show" not in shown.attributes
+    box = await cv.get_resource("a", "box")
+    assert box.attributes["answer"] == 42
+    assert box.attributes["OS::stack_id"]

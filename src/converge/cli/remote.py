@@ -224,6 +224,12 @@ class RemoteConverge:
             return await self.get_stack(stack_id, include_deleted=True)
         return (await follow_remote(self, stack_id, QuietDisplay(), after_id=after)).stack
 
+    def operation(self, stack_id: str) -> None:
+        """The embedded API's handle on the operation a call started. Heat's REST API does
+        not say which traversal a request started, so through a server ``apply`` reports
+        the state the stack settles in (a newer operation's, if one superseded it)."""
+        return None
+
     async def clear_hook(self, name_or_id: str, resource_name: str, hook: str) -> None:
         path = await self._stack_path(name_or_id)
         await self._call(

@@ -12,7 +12,7 @@ import asyncio
 import dataclasses
 import hashlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -254,6 +254,27 @@ class Worker:
             needed,
             drift_checked=drift is not None,
         )
+
+    async def every_attribute(
+        self, stack: StackRecord, row: ResourceRecord, declared: Collection[str]
+    ) -> dict[str, Any]:
+        """Every ``declared`` attribute of the resource, resolved (Heat's resource show):
+        those a template asked for are cached on the row, the rest asked of the plugin. An
+        attribute the plugin cannot give now is left out."""
+        attributes = dict(row.attr_data)
+        missing = set(declared) - set(attributes)
+        if not missing or row.physical_resource_id is None or row.type not in self.ctx.registry:
+            return attributes
+        plugin = self.ctx.registry.plugin(row.type)
+        try:
+            ctx = self._context(stack, row)
+            fetched = await self._run(
+                stack, row, plugin.attributes, ctx, applied_state(row), missing
+            )
+        except (ActionFailed, _Replace) as exc:
+            log.info("attributes not available", extra={"resource": row.name, "error": str(exc)})
+            return attributes
+        return {**attributes, **_jsonable(fetched)}
 
     async def _preempt(self, stack: StackRecord, row: ResourceRecord) -> None:
         """A newer traversal finds the resource still busy with an older one. A resource
