@@ -11,8 +11,11 @@ reported too. Sizes 10, 100, 1,000 and 10,000 by default. The 10,000-resource cr
 ``OS::Heat::None`` also runs in a subprocess so that its peak RSS (``VmHWM``: engine,
 store, bus and API all live in that one process) is its own.
 Run: ``python bench/bench_engine.py [--quick] [--sizes 10,100,1000,10000] [--no-write]
-[--profile DIR] [--op-timeout S] [--memory-timeout S]``; ``--profile`` writes cProfile files
-(event-loop thread and store thread, CPU clocks) per operation.
+[--profile DIR] [--op-timeout S] [--memory-timeout S] [--shapes chain] [--database URL]``;
+``--profile`` writes cProfile files (event-loop thread and store thread, CPU clocks) per
+operation. ``--database postgresql://.../postgres`` runs every group on a fresh database of
+that PostgreSQL server (made and dropped here) instead of a SQLite file, and writes nothing
+to docs/benchmarks.md; its CPU figures are this process's, not the server's.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +46,36 @@ MEMORY_SIZE = 10_000
 OWN_PROCESS = "create (own process)"  # the peak-memory run, in a fresh interpreter
 WAIT_SECS = 2
 UNFINISHED = "not finished after"
+# A PostgreSQL server to run on instead of SQLite (--database); None: a SQLite file.
+DATABASE: list[str] = []
+
+
+@asynccontextmanager
+async def converge_in(tmp: str) -> AsyncIterator[Converge]:
+    """The embedded converge of a group: a SQLite file in ``tmp``, or a fresh PostgreSQL
+    database when --database names a server (the test world stays a file in ``tmp``)."""
+    if not DATABASE:
+        async with Converge.embedded(Path(tmp) / "bench.db") as cv:
+            yield cv
+        return
+    import uuid
+
+    import psycopg
+
+    from converge.engine.settings import EngineSettings
+    from converge.resources.builtin import world
+
+    server = DATABASE[0]
+    name = f"converge_bench_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    settings = EngineSettings(plugin_settings={world.SETTING: str(Path(tmp) / "world.db")})
+    try:
+        async with Converge.open(f"{server.rsplit('/', 1)[0]}/{name}", settings=settings) as cv:
+            yield cv
+    finally:
+        with psycopg.connect(server, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @dataclass(frozen=True)
@@ -184,7 +218,7 @@ async def none_group(shape: str, n: int, profiler: Profiler) -> list[Row]:
     """Create then delete ``n`` OS::Heat::None."""
     text = make_template(shape, n, NONE, {})
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
-        async with Converge.embedded(Path(tmp) / "bench.db") as cv:
+        async with converge_in(tmp) as cv:
             created = await timed(
                 profiler, cv, Key("create", shape, n, NONE), lambda: cv.create_stack("s", text)
             )
@@ -208,7 +242,7 @@ async def test_resource_group(shape: str, n: int, profiler: Profiler) -> list[Ro
         return make_template(shape, n, TEST, props)
 
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
-        async with Converge.embedded(Path(tmp) / "bench.db") as cv:
+        async with converge_in(tmp) as cv:
             rows = [
                 await timed(
                     profiler,
@@ -258,7 +292,7 @@ async def waiting_group(n: int, profiler: Profiler) -> list[Row]:
     """Create ``n`` independent TestResource that each wait WAIT_SECS on create."""
     text = make_template("independent", n, TEST, {"action_wait_secs": {"create": WAIT_SECS}})
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
-        async with Converge.embedded(Path(tmp) / "bench.db") as cv:
+        async with converge_in(tmp) as cv:
             row = await timed(
                 profiler,
                 cv,
@@ -273,7 +307,7 @@ async def memory_child(n: int) -> dict[str, Any]:
     """In a fresh process: create ``n`` independent None; report time and peak RSS."""
     text = make_template("independent", n, NONE, {})
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
-        async with Converge.embedded(Path(tmp) / "bench.db") as cv:
+        async with converge_in(tmp) as cv:
             baseline_kb = peak_rss_kb()
             cpu, start = time.process_time(), time.perf_counter()
             view = await cv.create_stack("s", text)
@@ -331,10 +365,12 @@ def memory_row(n: int, timeout: float) -> Row:
 # --- the run -----------------------------------------------------------------------------
 
 
-async def run_all(sizes: list[int], quick: bool, profiler: Profiler) -> list[Row]:
+async def run_all(
+    sizes: list[int], quick: bool, profiler: Profiler, shapes: tuple[str, ...] = SHAPES
+) -> list[Row]:
     rows: list[Row] = []
     for n in sizes:
-        for shape in SHAPES:
+        for shape in shapes:
             print(f"{shape} x {n}", flush=True)
             rows += await none_group(shape, n, profiler)
             rows += await test_resource_group(shape, n, profiler)
@@ -452,6 +488,10 @@ def main() -> None:
         "(default 30; keeps a full run near 10 minutes however slow the engine is)",
     )
     parser.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--shapes", help=f"comma-separated shapes (default {','.join(SHAPES)})")
+    parser.add_argument(
+        "--database", help="a PostgreSQL server URL to run on (a fresh database per group)"
+    )
     args = parser.parse_args()
     if args.memory_child:
         print(json.dumps(asyncio.run(memory_child(args.memory_child))))
@@ -460,8 +500,12 @@ def main() -> None:
         sizes = [int(part.replace("_", "")) for part in args.sizes.split(",") if part.strip()]
     else:
         sizes = [10, 100] if args.quick else [10, 100, 1000, MEMORY_SIZE]
+    shapes = tuple(args.shapes.split(",")) if args.shapes else SHAPES
+    if args.database:
+        DATABASE.append(args.database)
+        args.no_write = True  # the recorded figures are the embedded (SQLite) ones
     started = time.perf_counter()
-    rows = asyncio.run(run_all(sizes, args.quick, Profiler(args.profile, args.op_timeout)))
+    rows = asyncio.run(run_all(sizes, args.quick, Profiler(args.profile, args.op_timeout), shapes))
     if not args.quick:
         print(f"{MEMORY_SIZE:,} independent, peak memory (subprocess)", flush=True)
         rows.append(memory_row(MEMORY_SIZE, args.memory_timeout))

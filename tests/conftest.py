@@ -57,3 +57,33 @@ def database_url(request: pytest.FixtureRequest, tmp_path: object) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path}/converge.db"
     return str(request.getfixturevalue("postgres_url"))
+
+
+AMQP_URL = os.environ.get("CONVERGE_TEST_AMQP", "amqp://guest:guest@127.0.0.1:5672/")
+
+
+def _amqp_available() -> str | None:
+    """None if RabbitMQ can be used, else the reason it cannot."""
+    import socket
+    from urllib.parse import urlsplit
+
+    try:
+        import aio_pika  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - installed with the dev extra
+        return f"aio-pika not installed: {exc}"
+    where = urlsplit(AMQP_URL)
+    try:
+        with socket.create_connection((where.hostname or "127.0.0.1", where.port or 5672), 3):
+            return None
+    except OSError as exc:
+        return f"RabbitMQ not reachable at {where.hostname}:{where.port}: {exc}"
+
+
+@pytest.fixture(scope="session")
+def rabbitmq_url() -> str:
+    reason = _amqp_available()
+    if reason is not None:
+        if IN_CI:
+            pytest.fail(f"CI=true but {reason}")
+        pytest.skip(reason)
+    return AMQP_URL

@@ -28,7 +28,9 @@ from converge.adapters.local_bus import LocalBus
 from converge.adapters.sql.feed import EventFeed, FeedEvent
 from converge.adapters.sql.store import SqlStore
 from converge.adapters.sql.tokens import TokenRecord, TokenStore, new_secret
-from converge.core.decide import MISSING, Change, decide_update
+from converge.core.baseline import Snapshot
+from converge.core.decide import MISSING, Change, decide_converging
+from converge.core.drift import MASK, DriftStatus
 from converge.core.schema import ResourceTypeSchema
 from converge.core.states import Action, Status
 from converge.core.template import (
@@ -55,17 +57,18 @@ from converge.engine.operations import (
 from converge.engine.runtime import Engine
 from converge.engine.settings import EngineSettings
 from converge.engine.validation import prepare_definition
-from converge.engine.worker import resource_state
+from converge.engine.worker import ActionFailed, resource_state, template_changed
 from converge.errors import (
     Conflict,
     InvalidRequest,
     NotFound,
+    PluginError,
     StateError,
     Superseded,
     TemplateError,
 )
 from converge.messages import CheckResource
-from converge.observe.baseline import Snapshot
+from converge.ports import Bus
 from converge.records import NewEvent, NewTemplate, ResourceRecord, StackRecord, TemplateRecord
 from converge.resources.builtin import world
 from converge.resources.registry import PluginRegistry
@@ -116,6 +119,13 @@ class Converge:
         """The same engine seen from one project: every stack call is confined to it."""
         return Converge(self.engine, project_id=project_id)
 
+    def _sql(self) -> SqlStore:
+        """The SQL store this API was opened on: tokens, the event feed and the baseline
+        snapshot are read through it directly (they are the API's, not the engine's)."""
+        if not isinstance(self._store, SqlStore):
+            raise TypeError(f"converge.api needs a SqlStore, not {type(self._store).__name__}")
+        return self._store
+
     # --- opening -----------------------------------------------------------------------
 
     @classmethod
@@ -156,8 +166,15 @@ class Converge:
         *,
         settings: EngineSettings | None = None,
         registry: PluginRegistry | None = None,
+        broker_url: str | None = None,
+        broker_namespace: str = "converge",
     ) -> AsyncIterator[Converge]:
-        async with cls._over(SqlStore.open(database_url), settings, registry, start=True) as cv:
+        """An engine over the database at ``database_url`` (SQLite or PostgreSQL) and the
+        in-process bus, or RabbitMQ at ``broker_url`` (``amqp://…``): every process opened
+        with the same database, broker and namespace shares the work."""
+        bus = LocalBus() if broker_url is None else _amqp_bus(broker_url, broker_namespace)
+        store = SqlStore.open(database_url)
+        async with cls._over(store, settings, registry, start=True, bus=bus) as cv:
             yield cv
 
     @classmethod
@@ -169,8 +186,9 @@ class Converge:
         registry: PluginRegistry | None,
         *,
         start: bool,
+        bus: Bus | None = None,
     ) -> AsyncIterator[Converge]:
-        engine = Engine(store, LocalBus(), registry=registry, settings=settings)
+        engine = Engine(store, bus or LocalBus(), registry=registry, settings=settings)
         try:
             if start:
                 await engine.start()
@@ -209,12 +227,16 @@ class Converge:
 
     async def _resample_settled(self, sync: Any) -> None:
         """Sample a stack's types as soon as one of its operations settles."""
-        async for message in self._ctx.bus.subscribe(SETTLED_TOPIC):
-            for type_name in message.get("types", []):
-                try:
-                    await sync.sample_once(type_name)
-                except Exception:
-                    log.exception("resampling %s after a settled operation failed", type_name)
+        subscription = await self._ctx.bus.subscribe(SETTLED_TOPIC)
+        try:
+            async for message in subscription:
+                for type_name in message.get("types", []):
+                    try:
+                        await sync.sample_once(type_name)
+                    except Exception:
+                        log.exception("resampling %s after a settled operation failed", type_name)
+        finally:
+            await subscription.close()
 
     async def _consume(self, sync: Any) -> None:
         """Consume notifications for good: a failure is logged and the consumer restarts."""
@@ -524,12 +546,15 @@ class Converge:
         files: Mapping[str, str] | None = None,
         parameters: Mapping[str, Any] | None = None,
         show_nested: bool = False,
+        converge: bool = False,
     ) -> list[PlannedChange]:
         """What applying the template to stack ``name`` would do; changes nothing.
 
         ``show_nested`` adds what would change inside the existing nested stacks of
         provider template resources (each such change names its ``stack_name``), where
-        the properties they would get are known before applying.
+        the properties they would get are known before applying. ``converge``: observe
+        each resource first and decide as ``update_stack(..., converge=True)`` would (the
+        same decision function), so drift shows as changes.
         """
         loaded = _load_template(template)
         environment = _merge(environments)
@@ -577,15 +602,32 @@ class Converge:
                     )
                 )
                 continue
-            decision = decide_update(
+            observed: Any = MISSING
+            drifted: bool | None = None
+            looks = row.status == Status.COMPLETE and row.type == resource.implementation_type
+            if converge and stack is not None and looks and row.physical_resource_id:
+                try:
+                    observation = await self.engine.worker.observe_drift(stack, row)
+                except ActionFailed as failed:
+                    raise PluginError(f"plan --converge: {failed.reason}") from None
+                observed = observation.for_decision
+                drifted = observation.drift.status == DriftStatus.MODIFIED
+            decision = decide_converging(
                 resource_state(row),
                 resource.implementation_type,
                 properties,
                 plugin.properties_schema,
                 open_properties=plugin.open_properties,
                 never_updates=plugin.never_updates,
-                observed=MISSING,
+                observed=observed,
+                drifted=drifted,
+                converges_inside=plugin.converges_inside,
+                template_changed=template_changed(row, resource),
             )
+            hidden = {n for n, p in plugin.properties_schema.items() if p.hidden}
+            baseline = dict(row.properties_data)
+            if isinstance(observed, Mapping):
+                baseline.update(observed)
             action = {
                 Change.NOTHING: "NOTHING",
                 Change.UPDATE: "UPDATE",
@@ -599,6 +641,13 @@ class Converge:
                     action,
                     decision.reason,
                     list(decision.changed_properties),
+                    property_changes={
+                        prop: {
+                            "old": MASK if prop in hidden else baseline.get(prop),
+                            "new": MASK if prop in hidden else properties.get(prop),
+                        }
+                        for prop in decision.changed_properties
+                    },
                 )
             )
         for name_, row in current.items():
@@ -822,7 +871,7 @@ class Converge:
         """The synchronizer's ``get_all`` of a type, limited to this project's stacks."""
         from converge.adapters.sql.entities import EntityStore
 
-        snapshot = await EntityStore(self._store).snapshot(type_name)
+        snapshot = await EntityStore(self._sql()).snapshot(type_name)
         mine = {stack.id for stack in await self._store.list_stacks(self.project_id)}
         return Snapshot(
             [entity for entity in snapshot.entities if entity.stack_id in mine],
@@ -833,12 +882,12 @@ class Converge:
         self, after_id: int, *, stack_id: str | None = None, limit: int = 500
     ) -> list[FeedEvent]:
         """The project's change feed: events of its stacks after ``after_id``, oldest first."""
-        return await EventFeed(self._store).since(
+        return await EventFeed(self._sql()).since(
             self.project_id, after_id, stack_id=stack_id, limit=limit
         )
 
     async def last_event_id(self) -> int:
-        return await EventFeed(self._store).last_id()
+        return await EventFeed(self._sql()).last_id()
 
     # --- API tokens ----------------------------------------------------------------------
 
@@ -853,20 +902,20 @@ class Converge:
                 f"invalid project {project_id!r}: use letters, digits, '_', '-' and '.'"
             )
         secret = new_secret()
-        record = await TokenStore(self._store).add(
+        record = await TokenStore(self._sql()).add(
             secret, project_id, role, description, self._ctx.clock.now()
         )
         return secret, record
 
     async def list_tokens(self, project_id: str | None = None) -> list[TokenRecord]:
-        return await TokenStore(self._store).all(project_id)
+        return await TokenStore(self._sql()).all(project_id)
 
     async def revoke_token(self, token_id: str) -> None:
-        await TokenStore(self._store).revoke(token_id, self._ctx.clock.now())
+        await TokenStore(self._sql()).revoke(token_id, self._ctx.clock.now())
 
     async def authenticate(self, secret: str) -> TokenRecord | None:
         """The live token with this secret, or None."""
-        return await TokenStore(self._store).find(secret)
+        return await TokenStore(self._sql()).find(secret)
 
     # --- helpers -----------------------------------------------------------------------
 
@@ -996,3 +1045,14 @@ def _check_stack_name(name: str) -> None:
 def _check_drift_policy(policy: str) -> None:
     if policy not in ("notify", "heal", "ignore"):
         raise InvalidRequest(f"invalid drift policy {policy!r}: use notify, heal or ignore")
+
+
+def _amqp_bus(url: str, namespace: str) -> Bus:
+    """The RabbitMQ bus; aio-pika is an optional dependency (the ``rabbitmq`` extra)."""
+    try:
+        from converge.adapters.amqp_bus import AmqpBus
+    except ImportError as exc:
+        raise InvalidRequest(
+            f"a broker URL needs the RabbitMQ bus: pip install 'converge[rabbitmq]' ({exc})"
+        ) from exc
+    return AmqpBus(url, namespace=namespace)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, ClassVar
 
+from converge.core.baseline import ChangeKind
 from converge.errors import ConvergeError
 
 
@@ -50,12 +50,6 @@ class CheckResource:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise MessageError(f"malformed {cls.kind} message: {data!r}") from exc
-
-
-class ChangeKind(StrEnum):
-    APPEARED = "appeared"
-    CHANGED = "changed"
-    GONE = "gone"
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from converge.records import EventRecord, ResourceRecord, StackRecord
@@ -183,6 +183,8 @@ class PlannedChange:
     reason: str
     changed_properties: list[str]
     stack_name: str | None = None  # a change inside a nested stack: that stack's name
+    # property -> {"old": applied (or observed), "new": wanted}; hidden ones masked
+    property_changes: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

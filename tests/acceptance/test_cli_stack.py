@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -14,9 +15,11 @@ from typing import Any
 
 import click
 import pytest
+import yaml
 from click.testing import CliRunner, Result
 
 from converge.cli.stack_commands import register
+from converge.resources.builtin.world import TestWorld, world_path_for
 
 TEMPLATE = """\
 heat_template_version: 2018-08-31
@@ -147,6 +150,46 @@ def test_table_output_shows_events_then_the_reading_commands(run: Run, tmp_path:
     assert "secret" in run("outputs", "web-1").stdout
 
 
+def test_output_for_pipes_and_scripts(run: Run, tmp_path: Path) -> None:
+    write(tmp_path / "demo.yaml", TEMPLATE)
+    assert run("apply", "demo.yaml").exit_code == 0
+
+    # Not a terminal: one whole line per event, so `| tail -5` shows five events.
+    lines = run("events", "demo").stdout.splitlines()
+    events = as_json(run("events", "demo", "-f", "json"))
+    assert len(lines) == len(events)
+    assert all(not set(line) & set("│┃┏━") for line in lines)
+    assert re.match(r"\d\d:\d\d:\d\d  demo  CREATE_COMPLETE  Stack CREATE completed", lines[-1])
+    # Tables too: a header line, then one line a resource, nothing cut.
+    table = run("resources", "demo").stdout.splitlines()
+    assert table[0].split() == [
+        "resource_name",
+        "resource_type",
+        "resource_status",
+        "physical_resource_id",
+        "drift_status",
+        "updated_time",
+    ]
+    assert len(table) == 4
+
+    # One output's value alone, for $(...); yaml and -c as openstack users expect.
+    assert run("outputs", "demo", "said", "-f", "value").stdout == "hello\n"
+    assert run("outputs", "demo", "said").stdout == "hello\n"
+    missing = run("outputs", "demo", "nope")
+    assert missing.exit_code == 3
+    assert "stack demo has no output 'nope' (its outputs: said, secret)" in missing.stderr
+    assert run("show", "demo", "-f", "value", "-c", "stack_status").stdout == "CREATE_COMPLETE\n"
+    listed = yaml.safe_load(run("resources", "demo", "-f", "yaml").stdout)
+    assert {r["resource_name"] for r in listed} == {"first", "second", "secret"}
+    rows = run("list", "-f", "value", "-c", "stack_name", "-c", "stack_status").stdout
+    assert rows == "demo CREATE_COMPLETE\n"
+    chosen = run("resources", "demo", "-c", "resource_name", "-c", "resource_status").stdout
+    assert chosen.splitlines()[0].split() == ["resource_name", "resource_status"]
+    assert "second  CREATE_COMPLETE" in chosen
+    unknown = run("show", "demo", "-c", "statuss")
+    assert unknown.exit_code == 2 and "no column 'statuss'" in unknown.stderr
+
+
 def test_plan_shows_each_kind_of_change_and_changes_nothing(run: Run, tmp_path: Path) -> None:
     write(tmp_path / "demo.yaml", TEMPLATE)
     before = as_json(run("plan", "demo.yaml", "-f", "json"))
@@ -185,6 +228,95 @@ def test_plan_shows_each_kind_of_change_and_changes_nothing(run: Run, tmp_path: 
         "second",
         "secret",
     }
+
+
+def test_plan_shows_old_and_new_values_and_a_detailed_exit_code(run: Run, tmp_path: Path) -> None:
+    write(tmp_path / "demo.yaml", TEMPLATE)
+    assert run("plan", "demo.yaml", "--detailed-exitcode").exit_code == 2  # all to create
+    assert run("apply", "demo.yaml").exit_code == 0
+    unchanged = run("plan", "demo.yaml", "--detailed-exitcode")
+    assert unchanged.exit_code == 0, unchanged.stderr
+    assert "0 to update" in unchanged.stdout
+
+    planned = run("plan", "demo.yaml", "-P", "greeting=bye", "--detailed-exitcode")
+    assert planned.exit_code == 2
+    assert "value: hello → bye" in planned.stdout
+    (first,) = [
+        c
+        for c in as_json(run("plan", "demo.yaml", "-P", "greeting=bye", "-f", "json"))["changes"]
+        if c["resource_name"] == "first"
+    ]
+    assert first["property_changes"] == {"value": {"old": "hello", "new": "bye"}}
+
+
+def test_plan_converge_sees_drift_as_apply_converge_decides(run: Run, tmp_path: Path) -> None:
+    write(tmp_path / "demo.yaml", TEMPLATE)
+    assert run("apply", "demo.yaml").exit_code == 0
+    first = by_name(as_json(run("resources", "demo", "-f", "json")))["first"]
+    world = TestWorld(world_path_for(tmp_path / "state.db"))
+    world.set_property("OS::Heat::TestResource", first["physical_resource_id"], "value", "theirs")
+
+    blind = as_json(run("plan", "demo.yaml", "-f", "json"))
+    assert {c["resource_name"]: c["action"] for c in blind["changes"]}["first"] == "NOTHING"
+    seen = run("plan", "demo.yaml", "--converge", "--detailed-exitcode")
+    assert seen.exit_code == 2, seen.stderr
+    assert "value: theirs → hello" in seen.stdout
+    # apply --converge does what plan --converge showed, and then there is nothing to do.
+    assert run("apply", "demo.yaml", "--converge").exit_code == 0
+    live = world.get("OS::Heat::TestResource", first["physical_resource_id"])
+    assert live is not None and live["properties"]["value"] == "hello"
+    assert run("plan", "demo.yaml", "--converge", "--detailed-exitcode").exit_code == 0
+
+
+def test_a_saved_plan_applies_only_while_it_still_holds(run: Run, tmp_path: Path) -> None:
+    write(tmp_path / "demo.yaml", TEMPLATE)
+    assert run("apply", "demo.yaml").exit_code == 0
+    saved = run("plan", "demo.yaml", "-P", "greeting=bye", "-o", "bye.plan")
+    assert saved.exit_code == 0 and "converge apply bye.plan" in saved.stdout
+    assert oct((tmp_path / "bye.plan").stat().st_mode & 0o777) == "0o600"
+    stale = run("plan", "demo.yaml", "-P", "greeting=later", "-o", "later.plan")
+    assert stale.exit_code == 0
+    # The template file changes after planning: the plan runs what was reviewed.
+    write(tmp_path / "demo.yaml", TEMPLATE.replace("default: hello", "default: other"))
+
+    applied = run("apply", "bye.plan", "-f", "json")
+    assert applied.exit_code == 0, applied.stderr
+    assert outputs(as_json(applied))["said"] == "bye"
+    # The stack changed since later.plan was made: it is refused, nothing changes.
+    refused = run("apply", "later.plan")
+    assert refused.exit_code == 4
+    assert "the plan in later.plan is out of date: stack demo changed" in refused.stderr
+    assert outputs(as_json(run("show", "demo", "-f", "json")))["said"] == "bye"
+    mixed = run("apply", "bye.plan", "-P", "greeting=x")
+    assert mixed.exit_code == 2 and "a saved plan carries its inputs" in mixed.stderr
+
+
+def test_existing_keeps_parameters_and_a_reset_is_said(run: Run, tmp_path: Path) -> None:
+    write(tmp_path / "demo.yaml", TEMPLATE)
+    assert run("apply", "demo.yaml", "-P", "greeting=bye").exit_code == 0
+    kept = run("apply", "demo.yaml", "--existing", "-f", "json")
+    assert kept.exit_code == 0, kept.stderr
+    assert outputs(as_json(kept))["said"] == "bye"
+    assert "back to its default" not in kept.stderr
+
+    reset = run("apply", "demo.yaml", "-f", "json")
+    assert reset.exit_code == 0
+    assert outputs(as_json(reset))["said"] == "hello"
+    assert (
+        "note: parameter greeting is back to its default 'hello' (it was 'bye'); "
+        "`apply --existing` keeps stored values" in reset.stderr
+    )
+
+
+def test_destroy_lists_what_it_deletes_before_asking(run: Run, tmp_path: Path) -> None:
+    write(tmp_path / "demo.yaml", TEMPLATE)
+    assert run("apply", "demo.yaml").exit_code == 0
+    declined = run("destroy", "demo", input="n\n")
+    assert declined.exit_code == 1
+    listing = declined.stdout.split("Delete stack demo")[0]
+    assert "Stack demo (CREATE_COMPLETE) and its 3 resources:" in listing
+    for name, kind in (("first", "TestResource"), ("second", "None"), ("secret", "RandomString")):
+        assert re.search(rf"  {name}  OS::Heat::{kind}  \S+", listing)
 
 
 FAILING = """\
@@ -272,6 +404,41 @@ def test_destroy_asks_first_then_deletes_with_progress(run: Run, tmp_path: Path)
     gone = run("show", "demo")
     assert gone.exit_code == 3
     assert gone.stderr.startswith("error: stack 'demo' not found")
+    assert as_json(run("list", "-f", "json")) == []
+
+
+def test_a_stack_applied_with_environment_parameters_can_be_destroyed(
+    run: Run, tmp_path: Path
+) -> None:
+    # The delete converges to an empty template: the environment's parameter values for
+    # the old template must not be checked against it (they were: "was not defined").
+    write(tmp_path / "demo.yaml", TEMPLATE)
+    write(tmp_path / "env.yaml", "parameters: {greeting: Carol}\nparameter_defaults: {x: 1}\n")
+    applied = run("apply", "demo.yaml", "-e", "env.yaml", "-f", "json")
+    assert applied.exit_code == 0, applied.stderr
+    assert outputs(as_json(applied))["said"] == "Carol"
+
+    destroyed = run("destroy", "demo", "-y")
+    assert destroyed.exit_code == 0, destroyed.stderr
+    assert "Stack demo DELETE_COMPLETE" in destroyed.stdout
+
+
+def test_merged_environments_with_merge_strategies_can_be_destroyed(
+    run: Run, tmp_path: Path
+) -> None:
+    # Two files, one with parameter_merge_strategies: the environment is stored per file.
+    write(tmp_path / "demo.yaml", TEMPLATE)
+    write(
+        tmp_path / "one.yaml",
+        "parameters: {greeting: Carol}\nparameter_merge_strategies: {greeting: overwrite}\n",
+    )
+    write(tmp_path / "two.yaml", "parameters: {greeting: Dave}\n")
+    applied = run("apply", "demo.yaml", "-e", "one.yaml", "-e", "two.yaml", "-f", "json")
+    assert applied.exit_code == 0, applied.stderr
+    assert outputs(as_json(applied))["said"] == "Dave"
+
+    destroyed = run("destroy", "demo", "-y")
+    assert destroyed.exit_code == 0, destroyed.stderr
     assert as_json(run("list", "-f", "json")) == []
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
+import sys
 import time
 import urllib.request
 import uuid
@@ -132,6 +134,18 @@ def test_quickstart_serves_its_directory_and_destroy_removes_everything(
     assert destroyed.exit_code == 0, destroyed.stderr
     assert procfs.read(pid) is None
     assert not (tmp_path / "quickstart").exists()
+
+
+def test_quickstart_on_a_taken_port_fails_with_the_servers_error(run: Run) -> None:
+    # Someone else serves on the port: the web server dies at once, and apply says so.
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run("apply", str(EXAMPLES / "quickstart.yaml"), "-P", f"port={port}")
+    assert result.exit_code != 0
+    assert "CREATE_COMPLETE" not in result.stdout.splitlines()[-1]
+    assert "web: " in result.stderr and "Address already in use" in result.stderr
 
 
 def test_provider_example_makes_nested_stacks(run: Run) -> None:
@@ -288,3 +302,59 @@ def test_a_postgres_server_that_is_down_fails_clearly_and_leaves_nothing(
     assert "pw-hidden" not in result.stderr + result.stdout
     assert "also-hidden" not in result.stderr + result.stdout
     assert not (tmp_path / "made-first").exists()  # rolled back: nothing half-made
+
+
+def test_the_conditions_example_with_its_prod_environment_can_be_destroyed(
+    tmp_path: Path,
+) -> None:
+    # Its environment sets parameters and pauses `backup` before create: the apply runs
+    # in its own process while this one clears the hook, as a user would.
+    converge = str(Path(sys.executable).parent / "converge")
+    env = {**os.environ, "CONVERGE_STATE": str(tmp_path / "state.db")}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [converge, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        )
+
+    applying = subprocess.Popen(
+        [
+            converge,
+            "apply",
+            str(EXAMPLES / "conditions.yaml"),
+            "-e",
+            str(EXAMPLES / "conditions-prod.env.yaml"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert applying.stdout is not None
+        # Plain progress says how to resume the paused resource: do as it says.
+        for line in applying.stdout:
+            if "to resume:" in line:
+                assert line.split("to resume: ")[1].split() == [
+                    "converge",
+                    "hook",
+                    "clear",
+                    "conditions",
+                    "backup",
+                    "pre-create",
+                ]
+                break
+        cleared = cli("hook", "clear", "conditions", "backup", "pre-create")
+        assert cleared.returncode == 0, cleared.stderr
+        out, err = applying.communicate(timeout=120)
+    finally:
+        if applying.poll() is None:
+            applying.kill()
+            applying.communicate()
+    assert applying.returncode == 0, err
+    assert "Stack conditions CREATE_COMPLETE" in out
+
+    destroyed = cli("destroy", "conditions", "-y")
+    assert destroyed.returncode == 0, destroyed.stderr
+    assert "Stack conditions DELETE_COMPLETE" in destroyed.stdout

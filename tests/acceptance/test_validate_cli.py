@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -257,3 +259,23 @@ def test_local_paths_outside_the_allowed_roots_are_reported(tmp_path: Path) -> N
     template.write_text(valid.replace("/etc/converge-dir", str(tmp_path / "d")))
     code, output = run("validate", template, "--state", tmp_path / "converge.db")
     assert code == 0, output
+
+
+def test_a_postgres_template_without_the_postgres_extra_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As if psycopg were not installed (None in sys.modules makes its import fail).
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    code, text = run("validate", EXAMPLES / "postgres-app.yaml")
+    assert code != 0
+    assert "Traceback" not in text and "plugin bug" not in text
+    assert re.search(
+        r"postgres-app\.yaml:\d+: resources\.\w+\.type: PostgreSQL::(Role|Database) needs the "
+        r"Python package 'psycopg', which is not installed: pip install 'converge\[postgres\]'",
+        text,
+    ), text
+    # apply refuses the same way, before anything is made.
+    monkeypatch.chdir(tmp_path)
+    code, text = run("apply", EXAMPLES / "postgres-app.yaml", "--state", tmp_path / "s.db")
+    assert code != 0 and "pip install 'converge[postgres]'" in text, text
+    assert not (tmp_path / "postgres-app").exists()

@@ -10,9 +10,9 @@ import pytest
 
 from converge.adapters.sql.entities import EntityStore
 from converge.adapters.sql.store import SqlStore
+from converge.core.baseline import Observation, Owner, observation
 from converge.core.states import Action, Status
 from converge.messages import ChangeKind, ChangeNotification
-from converge.observe.baseline import Observation, Owner, observation
 from converge.records import NewResource
 
 T = "T::Thing"

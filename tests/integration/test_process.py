@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -30,7 +31,7 @@ STUBBORN = [
 
 
 def props(command: list[str], **extra: object) -> dict[str, object]:
-    return {
+    wanted = {
         "command": command,
         "environment": {},
         "working_directory": ".",
@@ -39,6 +40,7 @@ def props(command: list[str], **extra: object) -> dict[str, object]:
         "startup_check_secs": 0.05,
         **extra,
     }
+    return {key: value for key, value in wanted.items() if value is not None}
 
 
 async def test_a_started_process_is_detached_observed_and_stopped(
@@ -150,3 +152,108 @@ def test_validation_refuses_missing_commands_and_escaping_directories(root: Path
     assert "outside the allowed roots" in problems["log_file"]
     assert "reserved" in problems["environment"]
     assert list(LocalProcess().validate({"command": ["python3", "-V"]}, ctx)) == []
+
+
+def _listener(port: int) -> socket.socket:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", port))
+    listener.listen()
+    return listener
+
+
+SERVER = [sys.executable, "-m", "http.server", "--bind", "127.0.0.1"]
+
+
+async def test_a_server_whose_port_is_taken_fails_create_with_its_error(
+    make_context: MakeContext,
+) -> None:
+    # The port answers (someone else's server): only the process's own socket counts.
+    with _listener(0) as taken:
+        port = taken.getsockname()[1]
+        wanted = props([*SERVER, str(port)], startup_check_secs=None, ready_port=port)
+        with pytest.raises(
+            PermanentFailure, match=r"(?s)exited during startup.*Address already in use"
+        ):
+            await LocalProcess().create(make_context(), wanted)
+
+
+async def test_a_ready_port_is_waited_for_and_proves_the_server_runs(
+    make_context: MakeContext,
+) -> None:
+    with _listener(0) as probe:
+        port = probe.getsockname()[1]
+    slow = [sys.executable, "-c", SLOW_SERVER, str(port)]
+    outcome = await LocalProcess().create(
+        make_context(), props(slow, startup_check_secs=None, ready_port=port)
+    )
+    # create returned only once the server listened: a connection is accepted now.
+    with socket.create_connection(("127.0.0.1", port), timeout=2):
+        pass
+    assert procfs.is_listening(outcome.data["pid"], port)
+
+
+SLOW_SERVER = (
+    "import socket, sys, time\n"
+    "time.sleep(0.4)\n"
+    "s = socket.socket(); s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen()\n"
+    "while True: s.accept()[0].close()\n"
+)
+
+
+async def test_a_server_that_never_becomes_ready_is_stopped_and_fails(
+    make_context: MakeContext,
+) -> None:
+    ctx = make_context()
+    wanted = props(
+        SLEEPER, startup_check_secs=None, ready_file="ready.flag", ready_timeout_secs=0.3
+    )
+    with pytest.raises(
+        PermanentFailure, match=r"not ready after 0.3 s: .*ready.flag does not exist"
+    ):
+        await LocalProcess().create(ctx, wanted)
+    assert procfs.find_marked(ctx.physical_name) == []  # not left running
+
+
+async def test_a_ready_file_ends_the_wait(root: Path, make_context: MakeContext) -> None:
+    touch = [sys.executable, "-c", TOUCH_LATER]
+    outcome = await LocalProcess().create(
+        make_context(), props(touch, startup_check_secs=None, ready_file="up.flag")
+    )
+    assert (root / "up.flag").exists()
+    assert procfs.read(outcome.data["pid"]) is not None
+
+
+TOUCH_LATER = (
+    "import pathlib, time\n"
+    "time.sleep(0.3)\n"
+    "pathlib.Path('up.flag').touch()\n"
+    "while True: time.sleep(1)\n"
+)
+
+
+async def test_without_a_readiness_check_a_slow_failure_is_still_caught(
+    make_context: MakeContext,
+) -> None:
+    # Fails after 0.6 s, as an interpreter importing a server does on a busy machine: the
+    # default minimum uptime is long enough to see it (the old 0.2 s was not).
+    late = [sys.executable, "-c", "import time, sys; time.sleep(0.6); print('late'); sys.exit(1)"]
+    with pytest.raises(PermanentFailure, match=r"exited during startup.*late"):
+        await LocalProcess().create(make_context(), props(late, startup_check_secs=None))
+
+
+def test_nul_bytes_in_command_or_environment_are_refused_naming_the_property(root: Path) -> None:
+    ctx = ValidationContext(allowed_roots=(root,))
+    problems = dict(
+        LocalProcess().validate(
+            {"command": ["python3", "-c", "print(1)\0"], "environment": {"A": "x\0y"}}, ctx
+        )
+    )
+    assert problems["command"] == "item 2 contains a NUL byte, which no process can receive"
+    assert problems["environment"] == (
+        "A: the value contains a NUL byte, which no process can receive"
+    )
+
+
+async def test_a_nul_byte_known_only_at_create_fails_clearly(make_context: MakeContext) -> None:
+    with pytest.raises(PermanentFailure, match=r"res: command: item 1 contains a NUL byte"):
+        await LocalProcess().create(make_context(), props([sys.executable, "-c\0"]))

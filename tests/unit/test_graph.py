@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -136,17 +134,19 @@ def test_ten_thousand_deep_chain_needs_no_recursion() -> None:
     assert cycle is not None and len(cycle) == n
 
 
-def test_ten_thousand_nodes_take_milliseconds() -> None:
+def test_ten_thousand_nodes_are_ordered_without_recursion() -> None:
+    # Speed is bench_engine's to measure (10,000-resource rows); here: a wide DAG of that
+    # size is ordered correctly, both ways, with no recursion limit in the way.
     n = 10_000
     # Each node requires up to three earlier ones: a wide, realistic-looking DAG.
     requirements = {i: [j for j in (i - 1, i // 2, i - 7) if 0 <= j < i] for i in range(n)}
-    started = time.perf_counter()
     g = DependencyGraph.from_requirements(requirements)
-    g.topological_order()
-    g.reverse_order()
-    g.find_cycle()
-    elapsed = time.perf_counter() - started
-    assert elapsed < 0.5, f"took {elapsed:.3f}s"
+    position = {node: index for index, node in enumerate(g.topological_order())}
+    assert len(position) == n
+    assert all(position[j] < position[i] for i, reqs in requirements.items() for j in reqs)
+    reverse = {node: index for index, node in enumerate(g.reverse_order())}
+    assert all(reverse[j] > reverse[i] for i, reqs in requirements.items() for j in reqs)
+    assert g.find_cycle() is None
 
 
 # --- Properties ----------------------------------------------------------------------------

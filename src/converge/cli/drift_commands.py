@@ -26,6 +26,7 @@ from converge.cli.api_server import api_options, api_server
 from converge.cli.boundary import EXIT_FAILED, EXIT_OK, Session, run_command
 from converge.cli.remote import RemoteConverge, remote_settings
 from converge.cli.stack_commands import common_options, embedded_settings
+from converge.core.drift import short_digest
 from converge.errors import InvalidRequest, NotFound
 from converge.resources.builtin.world import TestWorld, world_path_for
 
@@ -42,8 +43,8 @@ def _drift_table(rows: Sequence[Mapping[str, Any]]) -> Table:
     for row in rows:
         detail = row.get("drift_detail") or {}
         changes = "; ".join(
-            f"{name}: {output.short_value(change.get('wanted'))} / "
-            f"{output.short_value(change.get('found'))}"
+            f"{name}: {output.short_value(short_digest(change.get('wanted')))} / "
+            f"{output.short_value(short_digest(change.get('found')))}"
             for name, change in detail.items()
         )
         table.add_row(
@@ -81,11 +82,11 @@ def check(name: str, state: str, output_format: str, debug: bool, log_json: bool
         async with await _open(state) as cv:
             stack = await cv.check_stack(name)
             drift = output.dicts(await cv.drift(stack.id))
-        if output_format == output.Format.JSON:
-            output.print_json({**stack.as_dict(), "resources": drift})
+        if output.is_document(output_format):
+            output.print_document({**stack.as_dict(), "resources": drift}, output_format)
         else:
+            output.print_table(_drift_table(drift))
             console = output.make_console()
-            console.print(_drift_table(drift))
             console.print(f"Stack {stack.stack_name}", output.styled_status(stack.stack_status))
         if stack.stack_status != "CHECK_COMPLETE":
             click.echo(f"error: {stack.stack_status_reason}", err=True)
@@ -104,10 +105,10 @@ def drift(name: str, state: str, output_format: str, debug: bool, log_json: bool
     async def body(session: Session) -> int:
         async with await _open(state) as cv:
             rows = output.dicts(await cv.drift(name))
-        if output_format == output.Format.JSON:
-            output.print_json(rows)
+        if output.is_document(output_format):
+            output.print_document(rows, output_format)
         else:
-            output.make_console().print(_drift_table(rows))
+            output.print_table(_drift_table(rows))
         return EXIT_OK
 
     run_command(body, debug=debug, log_json=log_json)
@@ -137,8 +138,8 @@ def world_show(
     entities = _world(state).snapshot()
     if type_name is not None:
         entities = {type_name: entities.get(type_name, {})}
-    if output_format == output.Format.JSON:
-        output.print_json(entities)
+    if output.is_document(output_format):
+        output.print_document(entities, output_format)
         return
     table = Table(box=None, pad_edge=False)
     for column in ("type", "physical_resource_id", "properties"):

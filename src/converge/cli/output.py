@@ -9,6 +9,7 @@ from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
 import click
+import yaml
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -20,6 +21,13 @@ _PIPE_WIDTH = 200
 class Format(StrEnum):
     TABLE = "table"
     JSON = "json"
+    YAML = "yaml"
+    VALUE = "value"  # values only, as ``openstack … -f value`` prints them
+
+
+def is_document(fmt: str) -> bool:
+    """Whether ``fmt`` is for scripts (no live progress, one final document)."""
+    return fmt != Format.TABLE
 
 
 class HasDict(Protocol):
@@ -38,7 +46,21 @@ def format_option(function: F) -> F:
         type=click.Choice([f.value for f in Format]),
         default=Format.TABLE.value,
         show_default=True,
-        help="table for people, json (Heat's field names) for scripts.",
+        help="table for people; json or yaml (Heat's field names) or value (values only, "
+        "one row a line) for scripts.",
+    )
+    return decorator(function)
+
+
+def column_option(function: F) -> F:
+    """``-c/--column NAME`` (repeatable): only these fields, as ``openstack`` commands do."""
+    decorator = click.option(
+        "-c",
+        "--column",
+        "columns",
+        multiple=True,
+        metavar="COLUMN",
+        help="Show only this field (Heat's field name); repeat for more.",
     )
     return decorator(function)
 
@@ -67,6 +89,89 @@ def to_json(data: Any) -> str:
 
 def print_json(data: Any) -> None:
     click.echo(to_json(data))
+
+
+def select_columns(data: Any, columns: Sequence[str]) -> Any:
+    """Only ``columns`` of a document or of each row of a list; unknown names are refused."""
+    if not columns:
+        return data
+    rows = data if isinstance(data, list) else [data]
+    known: list[str] = list(rows[0]) if rows and isinstance(rows[0], Mapping) else []
+    unknown = [c for c in columns if known and c not in known]
+    if unknown:
+        raise click.UsageError(
+            f"no column {', '.join(map(repr, unknown))}: choose from {', '.join(known)}"
+        )
+    picked = [{c: row.get(c) for c in columns} for row in rows if isinstance(row, Mapping)]
+    return picked if isinstance(data, list) else (picked[0] if picked else data)
+
+
+def value_text(value: Any) -> str:
+    """A value as ``-f value`` prints it: strings as they are, the rest as compact JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, default=str, separators=(",", ":"))
+
+
+def print_document(data: Any, fmt: str, columns: Sequence[str] = ()) -> None:
+    """``data`` (a document or a list of rows) as JSON, YAML or bare values."""
+    data = select_columns(data, columns)
+    if fmt == Format.YAML:
+        plain = json.loads(to_json(data))  # what JSON would show: dates and enums as text
+        click.echo(yaml.safe_dump(plain, sort_keys=False, allow_unicode=True), nl=False)
+    elif fmt == Format.VALUE:
+        rows = data if isinstance(data, list) else [data]
+        for row in rows:
+            if isinstance(row, Mapping):
+                if isinstance(data, list):
+                    click.echo(" ".join(value_text(v) for v in row.values()))
+                else:
+                    for value in row.values():  # one field a line, as ``openstack show``
+                        click.echo(value_text(value))
+            else:
+                click.echo(value_text(row))
+    else:
+        print_json(data)
+
+
+def emit(data: Any, fmt: str, columns: Sequence[str], show: Callable[[Any], None]) -> None:
+    """A reading command's result: ``show`` draws it for people, else a document."""
+    if is_document(fmt):
+        print_document(data, fmt, columns)
+    elif columns:
+        selected = select_columns(data, columns)
+        print_table(plain_table(selected if isinstance(selected, list) else [selected]))
+    else:
+        show(data)
+
+
+def plain_table(rows: Sequence[Mapping[str, Any]]) -> Table:
+    """Rows of chosen fields, one column each."""
+    table = Table()
+    names = list(rows[0]) if rows else []
+    for name in names:
+        table.add_column(name, overflow="fold")
+    for row in rows:
+        table.add_row(*(short_value(row.get(name), limit=400) for name in names))
+    return table
+
+
+def print_table(table: Table) -> None:
+    """A table on a terminal; on a pipe or a file, plain lines (``| tail -5`` stays whole):
+    a header line, then one line a row, fields separated by two spaces, nothing cut."""
+    if stdout_is_terminal():
+        make_console().print(table)
+        return
+    columns = table.columns
+    cells = [[_plain(cell) for cell in column.cells] for column in columns]
+    click.echo("  ".join(_plain(column.header) for column in columns).rstrip())
+    for row in zip(*cells, strict=True):
+        click.echo("  ".join(row).rstrip())
+
+
+def _plain(cell: Any) -> str:
+    text = cell.plain if isinstance(cell, Text) else str(cell)
+    return " ".join(text.split())  # one line: newlines inside a cell would split the row
 
 
 def dicts(items: Iterable[HasDict]) -> list[dict[str, Any]]:
@@ -206,6 +311,17 @@ def events_table(events: Sequence[Mapping[str, Any]]) -> Table:
     return table
 
 
+def print_events(events: Sequence[Mapping[str, Any]]) -> None:
+    """The events table on a terminal; elsewhere one whole line per event (``| tail -5``)."""
+    if stdout_is_terminal():
+        make_console().print(events_table(events))
+        return
+    for event in events:
+        line = event_line(event)
+        physical = event.get("physical_resource_id")
+        click.echo(line.plain + (f"  [{physical}]" if physical else ""))
+
+
 def outputs_table(outputs: Sequence[Mapping[str, Any]]) -> Table:
     table = Table()
     for column in ("output_key", "output_value", "description"):
@@ -231,7 +347,7 @@ _PLAN_STYLE = {
 
 def plan_table(changes: Sequence[Mapping[str, Any]]) -> Table:
     table = Table()
-    for column in ("action", "resource_name", "resource_type", "reason", "changed_properties"):
+    for column in ("action", "resource_name", "resource_type", "reason", "changes (old → new)"):
         table.add_column(column, overflow="fold")
     for change in sorted(
         changes, key=lambda c: (PLAN_ORDER.index(c["action"]), c["resource_name"])
@@ -242,9 +358,23 @@ def plan_table(changes: Sequence[Mapping[str, Any]]) -> Table:
             change["resource_name"],
             change["resource_type"],
             change.get("reason") or "",
-            ", ".join(change.get("changed_properties") or []),
+            property_changes(change),
         )
     return table
+
+
+def property_changes(change: Mapping[str, Any]) -> str:
+    """``value: 'a' → 'b'; size: 1 → 2``: every changed property, old then new."""
+    detail: Mapping[str, Any] = change.get("property_changes") or {}
+    names = change.get("changed_properties") or list(detail)
+    parts = []
+    for name in names:
+        if name in detail:
+            old, new = detail[name].get("old"), detail[name].get("new")
+            parts.append(f"{name}: {short_value(old, 40)} → {short_value(new, 40)}")
+        else:
+            parts.append(str(name))
+    return "; ".join(parts)
 
 
 def plan_summary(changes: Sequence[Mapping[str, Any]]) -> str:

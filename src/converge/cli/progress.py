@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -18,6 +19,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from converge.cli.output import event_line, styled_status
 from converge.views import EventView, ResourceView, StackView
@@ -36,28 +38,91 @@ STACK_TYPE = "OS::Heat::Stack"
 
 
 class Display(Protocol):
-    def resources(self, resources: Sequence[ResourceView]) -> None: ...
+    def resources(self, rows: Sequence[ProgressRow]) -> None: ...
 
     def event(self, event: EventView) -> None: ...
 
     def close(self) -> None: ...
 
 
-def counts(resources: Sequence[ResourceView]) -> tuple[int, int]:
-    """(settled, total): a resource is settled once its current action completed or failed."""
-    done = sum(
-        1
-        for r in resources
-        if not r.resource_status.startswith("INIT")
-        and r.resource_status.endswith(("COMPLETE", "FAILED"))
-    )
-    return done, len(resources)
+_PAUSED = re.compile(r"paused until Hook (\S+) is cleared")
+WAITING = "WAITING"
+PAUSED = "PAUSED"
+
+
+@dataclass(frozen=True)
+class ProgressRow:
+    """A resource as this operation has left it so far."""
+
+    name: str
+    type: str
+    status: str  # a Heat state, WAITING (not reached yet) or PAUSED (at a hook)
+    reason: str
+
+    @property
+    def is_done(self) -> bool:
+        # A CHECK event of a converging update is a look, not the resource's action.
+        return self.status.endswith(("COMPLETE", "FAILED")) and not self.status.startswith("CHECK")
+
+    @property
+    def is_busy(self) -> bool:
+        return not self.is_done and self.status != WAITING
+
+
+def resume_hint(stack_name: str, resource_name: str, hook: str) -> str:
+    return f"converge hook clear {stack_name} {resource_name} {hook}"
+
+
+def paused_hook(event: EventView) -> str | None:
+    """The hook a resource is paused at, when the event says it paused."""
+    found = _PAUSED.search(event.resource_status_reason)
+    return found.group(1) if found else None
+
+
+class OperationProgress:
+    """Each resource's state in this operation, from this operation's events only.
+
+    A resource's row keeps the state of the previous operation until this one reaches
+    it: counting rows would count old work as done (an update read 7/8 after a second).
+    """
+
+    def __init__(self, stack_name: str) -> None:
+        self.stack_name = stack_name
+        self._last: dict[str, EventView] = {}
+
+    def add(self, event: EventView) -> None:
+        if event.resource_type != STACK_TYPE:
+            self._last[event.resource_name] = event
+
+    def rows(self, resources: Sequence[ResourceView], *, settled: bool) -> list[ProgressRow]:
+        newest: dict[str, ResourceView] = {}
+        for resource in sorted(resources, key=lambda r: r.id):
+            newest[resource.resource_name] = resource
+        rows = []
+        for name, resource in sorted(newest.items()):
+            event = self._last.get(name)
+            if event is None:
+                # Untouched by this operation: still to come, or (once settled) unchanged.
+                status = resource.resource_status if settled else WAITING
+                reason = "" if settled else "not started yet"
+            elif (hook := paused_hook(event)) is not None and not settled:
+                status = PAUSED
+                reason = f"at {hook}: {resume_hint(self.stack_name, name, hook)}"
+            else:
+                status, reason = event.resource_status, event.resource_status_reason
+            rows.append(ProgressRow(name, resource.resource_type, status, reason))
+        return rows
+
+
+def counts(rows: Sequence[ProgressRow]) -> tuple[int, int]:
+    """(done, total) in this operation."""
+    return sum(1 for row in rows if row.is_done), len(rows)
 
 
 class QuietDisplay:
     """For ``-f json``: nothing until the final document."""
 
-    def resources(self, resources: Sequence[ResourceView]) -> None:
+    def resources(self, rows: Sequence[ProgressRow]) -> None:
         pass
 
     def event(self, event: EventView) -> None:
@@ -67,17 +132,27 @@ class QuietDisplay:
         pass
 
 
+def _hint_line(stack_name: str, event: EventView) -> str | None:
+    hook = paused_hook(event)
+    if hook is None:
+        return None
+    return f"  to resume: {resume_hint(stack_name, event.resource_name, hook)}"
+
+
 class LineDisplay:
     """For pipes and logs: each event once, one line each."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, stack_name: str) -> None:
         self._console = console
+        self._stack_name = stack_name
 
-    def resources(self, resources: Sequence[ResourceView]) -> None:
+    def resources(self, rows: Sequence[ProgressRow]) -> None:
         pass
 
     def event(self, event: EventView) -> None:
         self._console.print(event_line(event.as_dict()))
+        if hint := _hint_line(self._stack_name, event):
+            self._console.print(hint)
 
     def close(self) -> None:
         pass
@@ -86,7 +161,8 @@ class LineDisplay:
 class LiveDisplay:
     """For a terminal: events scroll above a table of resources and a progress bar."""
 
-    def __init__(self, console: Console, title: str) -> None:
+    def __init__(self, console: Console, title: str, stack_name: str) -> None:
+        self._stack_name = stack_name
         self._progress = Progress(
             SpinnerColumn(),
             TextColumn("[bold]{task.description}"),
@@ -103,40 +179,49 @@ class LiveDisplay:
     def _render(self) -> Group:
         return Group(self._table, self._progress)
 
-    def resources(self, resources: Sequence[ResourceView]) -> None:
-        done, total = counts(resources)
+    def resources(self, rows: Sequence[ProgressRow]) -> None:
+        done, total = counts(rows)
         self._progress.update(self._task, completed=done, total=total or None)
-        self._table = live_table(resources)
+        self._table = live_table(rows)
         self._live.update(self._render())
 
     def event(self, event: EventView) -> None:
         self._live.console.print(event_line(event.as_dict()))
+        if hint := _hint_line(self._stack_name, event):
+            self._live.console.print(hint)
 
     def close(self) -> None:
         self._live.stop()
 
 
-def live_table(resources: Sequence[ResourceView]) -> Table:
+def live_table(rows: Sequence[ProgressRow]) -> Table:
     """Each resource and its state; only the busy or failed ones when there are many."""
-    rows = sorted(resources, key=lambda r: (r.resource_name, r.id))
-    hidden = 0
-    if len(rows) > _LIVE_ROWS:
-        busy = [r for r in rows if r.resource_status.endswith(("IN_PROGRESS", "FAILED"))]
-        hidden = len(rows) - len(busy[:_LIVE_ROWS])
-        rows = busy[:_LIVE_ROWS]
+    shown = list(rows)
+    summary = ""
+    if len(shown) > _LIVE_ROWS:
+        busy = [r for r in shown if r.is_busy or r.status.endswith("FAILED")][:_LIVE_ROWS]
+        waiting = sum(1 for r in shown if r.status == WAITING)
+        done = sum(1 for r in shown if r.is_done and r not in busy)
+        parts = [f"{waiting} waiting" if waiting else "", f"{done} done" if done else ""]
+        if any(parts):
+            summary = "… " + ", ".join(part for part in parts if part)
+        shown = busy
     table = Table(box=None, show_header=True, header_style="dim")
     for column in ("resource", "type", "status", "reason"):
         table.add_column(column, overflow="ellipsis", no_wrap=True)
-    for r in rows:
-        table.add_row(
-            r.resource_name,
-            r.resource_type,
-            styled_status(r.resource_status),
-            r.resource_status_reason[:80],
-        )
-    if hidden:
-        table.add_row(f"… {hidden} more settled", "", "", "")
+    for r in shown:
+        table.add_row(r.name, r.type, _styled(r.status), r.reason[:80])
+    if summary:
+        table.add_row(summary, "", "", "")
     return table
+
+
+def _styled(status: str) -> Text:
+    if status == PAUSED:
+        return Text(status, style="bold magenta")
+    if status == WAITING:
+        return Text(status, style="dim")
+    return styled_status(status)
 
 
 @dataclass(frozen=True)
@@ -182,16 +267,19 @@ async def follow(
     seen: list[EventView] = []
     last_id = after_id
     grace_until: float | None = None
+    progress: OperationProgress | None = None
     while True:
         # The stack first: its settling is written with its events, so reading the events
         # after it never misses the last ones.
         stack = await cv.get_stack(stack_id, include_deleted=True)
+        progress = progress or OperationProgress(stack.stack_name)
         for event in await cv.list_events(stack_id, after_id=last_id):
             seen.append(event)
             last_id = event.id
+            progress.add(event)
             display.event(event)
         resources = await cv.list_resources(stack_id)
-        display.resources(resources)
+        display.resources(progress.rows(resources, settled=stack.status != "IN_PROGRESS"))
         if stack.status != "IN_PROGRESS":
             await cv.engine.idle()
             again = await cv.get_stack(stack_id, include_deleted=True)

@@ -22,6 +22,7 @@ import httpx
 from converge.cli.progress import (
     STACK_TYPE,
     Display,
+    OperationProgress,
     Outcome,
     QuietDisplay,
     may_still_roll_back,
@@ -246,7 +247,14 @@ class RemoteConverge:
         environments: Sequence[Any] = (),
         files: Mapping[str, str] | None = None,
         parameters: Mapping[str, Any] | None = None,
+        converge: bool = False,
     ) -> list[PlannedChange]:
+        if converge:
+            # Heat's preview has no such option, so the server cannot be asked for it.
+            raise InvalidRequest(
+                "plan --converge looks at reality from this machine's engine; it is not "
+                "available through a server (run it where the state is, or plan without it)"
+            )
         body = _inputs_body(template, environments, files, parameters)
         try:
             path = await self._stack_path(name)
@@ -296,6 +304,7 @@ async def follow_remote(
     seen: list[EventView] = []
     events = cv.stream(stack_id, after_id).__aiter__()
     waiting_for_rollback = False
+    progress: OperationProgress | None = None
     while True:
         try:
             event = await asyncio.wait_for(
@@ -304,8 +313,13 @@ async def follow_remote(
         except (TimeoutError, StopAsyncIteration):
             break
         seen.append(event)
+        if progress is None:
+            stack = await cv.get_stack(stack_id, include_deleted=True)
+            progress = OperationProgress(stack.stack_name)
+        progress.add(event)
         display.event(event)
-        display.resources(await cv.list_resources(stack_id))
+        resources = await cv.list_resources(stack_id)
+        display.resources(progress.rows(resources, settled=False))
         if event.resource_type != STACK_TYPE or event.resource_status.endswith("IN_PROGRESS"):
             waiting_for_rollback = False
             continue

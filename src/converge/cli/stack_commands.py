@@ -8,19 +8,21 @@ the command runs, and goes through the one error boundary in ``converge.cli.boun
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+import json
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+import yaml
 
-from converge.cli import output
+from converge.cli import output, planfile
 from converge.cli.boundary import EXIT_FAILED, EXIT_OK, Session, run_command
 from converge.cli.inputs import Inputs, embedded_settings, parse_parameters, read_inputs
 from converge.cli.progress import Display, LineDisplay, LiveDisplay, Outcome, QuietDisplay, follow
 from converge.cli.remote import RemoteConverge, follow_remote, remote_settings
-from converge.errors import NotFound
+from converge.errors import ConvergeError, NotFound
 
 if TYPE_CHECKING:
     from converge.api import Converge
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 DEFAULT_STATE = "converge.db"
+# plan --detailed-exitcode: something would change (as terraform's)
+EXIT_CHANGES = 2
 
 
 # --- options every command shares ---------------------------------------------------------
@@ -134,16 +138,18 @@ def _run(body: Callable[[Session], Coroutine[Any, Any, int]], debug: bool, log_j
     run_command(body, debug=debug, log_json=log_json)
 
 
-def _display(fmt: str, title: str) -> Display:
-    if fmt == output.Format.JSON:
+def _display(fmt: str, title: str, stack_name: str) -> Display:
+    if output.is_document(fmt):
         return QuietDisplay()
     if output.stdout_is_terminal():
-        return LiveDisplay(output.make_console(), title)
-    return LineDisplay(output.make_console())
+        return LiveDisplay(output.make_console(), title, stack_name)
+    return LineDisplay(output.make_console(), stack_name)
 
 
-async def _follow(cv: Converge, stack_id: str, fmt: str, title: str, after: int | None) -> Outcome:
-    display = _display(fmt, title)
+async def _follow(
+    cv: Converge, stack_id: str, fmt: str, title: str, after: int | None, stack_name: str
+) -> Outcome:
+    display = _display(fmt, title, stack_name)
     try:
         if isinstance(cv, RemoteConverge):
             return await follow_remote(cv, stack_id, display, after_id=after)
@@ -161,12 +167,13 @@ def _report(outcome: Outcome, expected: str, fmt: str) -> int:
     """The final document or summary; exit 0 only when the expected action completed."""
     stack = outcome.stack
     succeeded = stack.stack_status == f"{expected}_COMPLETE"
-    if fmt == output.Format.JSON:
-        output.print_json({**stack.as_dict(), "resources": output.dicts(outcome.resources)})
+    if output.is_document(fmt):
+        document = {**stack.as_dict(), "resources": output.dicts(outcome.resources)}
+        output.print_document(document, fmt)
     else:
-        console = output.make_console()
         if succeeded and stack.outputs and expected != "DELETE":
-            console.print(output.outputs_table(stack.outputs))
+            output.print_table(output.outputs_table(stack.outputs))
+        console = output.make_console()
         console.print(f"Stack {stack.stack_name}", output.styled_status(stack.stack_status))
     if succeeded:
         return EXIT_OK
@@ -218,6 +225,12 @@ def _interrupted(name: str, what: str) -> str:
     help="Compare with observed reality, not only the last template: correct drift, "
     "re-create what was deleted (Heat's converge: true; update only).",
 )
+@click.option(
+    "--existing",
+    is_flag=True,
+    help="Keep the stored parameters (and environment, when no -e is given), changing only "
+    "what is given (Heat's --existing, a PATCH update).",
+)
 @common_options
 def apply(
     template: str,
@@ -228,29 +241,44 @@ def apply(
     timeout: float | None,
     drift_policy: str | None,
     converge_reality: bool,
+    existing: bool,
     state: str,
     output_format: str,
     debug: bool,
     log_json: bool,
 ) -> None:
-    """Create the stack from TEMPLATE, or update it if it exists, and show progress."""
+    """Create the stack from TEMPLATE, or update it if it exists, and show progress.
+
+    TEMPLATE may be a plan saved by `converge plan -o FILE`: it is applied only if
+    planning again now shows the same changes against the same stack.
+    """
+    is_plan = planfile.is_plan_file(template)
+    if is_plan and (environments or parameters or name or existing):
+        raise click.UsageError("a saved plan carries its inputs: no -e, -P, --name or --existing")
 
     async def body(session: Session) -> int:
-        inputs = read_inputs(template, environments, parameters)
-        stack_name = _stack_name(name, template)
+        saved = planfile.read(template) if is_plan else None
+        if saved is not None:
+            stack_name, sources = saved.stack_name, _saved_sources(saved)
+            files, given, converge = saved.files, saved.parameters, saved.converge
+        else:
+            inputs = read_inputs(template, environments, parameters)
+            stack_name, sources = _stack_name(name, template), _sources(inputs)
+            files, given, converge = dict(inputs.files), dict(inputs.parameters), converge_reality
         async with _open(state, must_exist=False) as cv:
-            sources = _sources(inputs)
+            if saved is not None:
+                await _check_plan(cv, template, saved, sources)
             try:
-                existing = await cv.get_stack(stack_name)
+                current = await cv.get_stack(stack_name)
             except NotFound:
-                existing = None
-            if existing is None:
+                current = None
+            if current is None:
                 view = await cv.create_stack(
                     stack_name,
                     sources[0],
                     environments=sources[1:],
-                    files=inputs.files,
-                    parameters=inputs.parameters,
+                    files=files,
+                    parameters=given,
                     disable_rollback=rollback is False,
                     timeout_mins=timeout,
                     drift_policy=drift_policy or "notify",
@@ -258,30 +286,80 @@ def apply(
                 )
                 expected, after = "CREATE", None
             else:
-                after = await _last_event_id(cv, existing.id)
+                after = await _last_event_id(cv, current.id)
                 view = await cv.update_stack(
-                    existing.id,
+                    current.id,
                     sources[0],
-                    environments=sources[1:],
-                    files=inputs.files,
-                    parameters=inputs.parameters,
+                    # --existing without -e keeps the stored environment
+                    environments=None if existing and len(sources) == 1 else sources[1:],
+                    files=files,
+                    parameters=given,
+                    existing=existing,
                     disable_rollback=None if rollback is None else not rollback,
                     timeout_mins=timeout,
                     drift_policy=drift_policy,
-                    converge=converge_reality,
+                    converge=converge,
                     wait=False,
                 )
                 expected = "UPDATE"
             session.interrupt_message = _interrupted(stack_name, expected.lower())
             title = f"{expected.lower()} {stack_name}"
-            outcome = await _follow(cv, view.id, output_format, title, after)
+            outcome = await _follow(cv, view.id, output_format, title, after, stack_name)
             operation = cv.operation(view.id)
             if operation is not None:
                 # Our operation's own end (a newer one may have followed it), or Superseded.
                 outcome = dataclasses.replace(outcome, stack=await cv.outcome(operation))
+            if current is not None and not existing:
+                _note_reset_parameters(current.parameters, outcome.stack.parameters, given, sources)
             return _report(outcome, expected, output_format)
 
     _run(body, debug, log_json)
+
+
+def _note_reset_parameters(
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+    given: Mapping[str, Any],
+    sources: Sequence[Any],
+) -> None:
+    """Say which parameters went back to their defaults: an update without --existing uses
+    only what it is given, as Heat's does, and a value given last time is easily forgotten."""
+    named = set(given)
+    for source in sources[1:]:
+        data = yaml.safe_load(source.text) or {}
+        if isinstance(data, dict):
+            named |= set(data.get("parameters") or {}) | set(data.get("parameter_defaults") or {})
+    for key in sorted(before):
+        if key in named or key not in after or before[key] == after[key]:
+            continue
+        click.echo(
+            f"note: parameter {key} is back to its default {output.value_text(after[key])!r} "
+            f"(it was {output.value_text(before[key])!r}); `apply --existing` keeps stored "
+            "values",
+            err=True,
+        )
+
+
+def _saved_sources(saved: planfile.SavedPlan) -> list[Any]:
+    from converge.api import Source
+
+    return [Source(source["text"], source["filename"]) for source in saved.sources]
+
+
+async def _check_plan(
+    cv: Converge, path: str, saved: planfile.SavedPlan, sources: Sequence[Any]
+) -> None:
+    """Refuse a saved plan that planning again would not repeat."""
+    stack_now = await planfile.fingerprint(cv, saved.stack_name)
+    changes = await cv.plan(
+        saved.stack_name,
+        sources[0],
+        environments=sources[1:],
+        files=saved.files,
+        parameters=saved.parameters,
+        converge=saved.converge,
+    )
+    planfile.check_still_valid(path, saved, stack_now, output.dicts(changes))
 
 
 def _sources(inputs: Inputs) -> list[Any]:
@@ -296,12 +374,33 @@ def _sources(inputs: Inputs) -> list[Any]:
 @click.command()
 @click.argument("template", type=click.Path(dir_okay=False))
 @template_options
+@click.option(
+    "--converge",
+    "converge_reality",
+    is_flag=True,
+    help="Observe reality first and plan as `apply --converge` would decide (drift shows).",
+)
+@click.option(
+    "--detailed-exitcode",
+    is_flag=True,
+    help="Exit 0 when nothing would change, 2 when something would (1 on errors).",
+)
+@click.option(
+    "-o",
+    "--out",
+    "plan_out",
+    type=click.Path(dir_okay=False),
+    help="Save the plan to this file; `converge apply FILE` runs it if it still holds.",
+)
 @common_options
 def plan(
     template: str,
     environments: tuple[str, ...],
     parameters: tuple[str, ...],
     name: str | None,
+    converge_reality: bool,
+    detailed_exitcode: bool,
+    plan_out: str | None,
     state: str,
     output_format: str,
     debug: bool,
@@ -314,28 +413,41 @@ def plan(
         stack_name = _stack_name(name, template)
         async with _open(state, must_exist=False) as cv:
             sources = _sources(inputs)
-            try:
-                await cv.get_stack(stack_name)
-                exists = True
-            except NotFound:
-                exists = False
+            stack_now = await planfile.fingerprint(cv, stack_name)
             changes = await cv.plan(
                 stack_name,
                 sources[0],
                 environments=sources[1:],
                 files=inputs.files,
                 parameters=inputs.parameters,
+                converge=converge_reality,
             )
         documents = output.dicts(changes)
-        if output_format == output.Format.JSON:
-            output.print_json({"stack_name": stack_name, "exists": exists, "changes": documents})
-            return EXIT_OK
-        console = output.make_console()
-        if not exists:
-            console.print(f"Stack {stack_name} does not exist yet: apply creates it.")
-        console.print(output.plan_table(documents))
-        console.print(output.plan_summary(documents))
-        return EXIT_OK
+        exists = stack_now is not None
+        if plan_out is not None:
+            saved = planfile.SavedPlan(
+                stack_name=stack_name,
+                converge=converge_reality,
+                sources=[{"text": s.text, "filename": s.filename} for s in sources],
+                files=dict(inputs.files),
+                parameters=dict(inputs.parameters),
+                stack=stack_now,
+                changes=json.loads(output.to_json(documents)),
+            )
+            planfile.write(plan_out, saved)
+        if output.is_document(output_format):
+            document = {"stack_name": stack_name, "exists": exists, "changes": documents}
+            output.print_document(document, output_format)
+        else:
+            console = output.make_console()
+            if not exists:
+                console.print(f"Stack {stack_name} does not exist yet: apply creates it.")
+            output.print_table(output.plan_table(documents))
+            console.print(output.plan_summary(documents))
+            if plan_out is not None:
+                console.print(f"Saved to {plan_out}: `converge apply {plan_out}` runs it.")
+        changed = any(change["action"] != "NOTHING" for change in documents)
+        return EXIT_CHANGES if detailed_exitcode and changed else EXIT_OK
 
     _run(body, debug, log_json)
 
@@ -357,7 +469,7 @@ def destroy(
             after = await _last_event_id(cv, stack.id)
             await cv.delete_stack(stack.id, wait=False)
             session.interrupt_message = _interrupted(name, "delete")
-            outcome = await _follow(cv, stack.id, output_format, f"delete {name}", after)
+            outcome = await _follow(cv, stack.id, output_format, f"delete {name}", after, name)
             return _report(outcome, "DELETE", output_format)
 
     _run(body, debug, log_json)
@@ -368,7 +480,12 @@ def _confirm_destroy(name: str, state: str, debug: bool, log_json: bool) -> None
 
     async def check(session: Session) -> int:
         async with _open(state, must_exist=True, read_only=True) as cv:
-            await cv.get_stack(name)
+            stack = await cv.get_stack(name)
+            rows = output.dicts(await cv.list_resources(stack.id))
+        click.echo(f"Stack {name} ({stack.stack_status}) and its {len(rows)} resources:")
+        for row in sorted(rows, key=lambda r: str(r["resource_name"])):
+            physical = row.get("physical_resource_id") or "nothing real yet"
+            click.echo(f"  {row['resource_name']}  {row['resource_type']}  {physical}")
         return EXIT_OK
 
     try:
@@ -376,7 +493,7 @@ def _confirm_destroy(name: str, state: str, debug: bool, log_json: bool) -> None
     except click.exceptions.Exit as done:
         if done.exit_code != EXIT_OK:
             raise
-    click.confirm(f"Delete stack {name} and all its resources?", abort=True)
+    click.confirm(f"Delete stack {name} and all these resources?", abort=True)
 
 
 # --- reading ------------------------------------------------------------------------------
@@ -385,20 +502,19 @@ def _confirm_destroy(name: str, state: str, debug: bool, log_json: bool) -> None
 def _reader(
     state: str,
     fmt: str,
+    columns: Sequence[str],
     debug: bool,
     log_json: bool,
     read: Callable[[Converge], Coroutine[Any, Any, Any]],
     show: Callable[[Any], None],
 ) -> None:
-    """Run ``read`` against the state file, then print its result as JSON or with ``show``."""
+    """Run ``read`` against the state file, then print its result as a document or with
+    ``show`` (only the chosen ``columns`` when there are some)."""
 
     async def body(session: Session) -> int:
         async with _open(state, must_exist=True, read_only=True) as cv:
             result = await read(cv)
-        if fmt == output.Format.JSON:
-            output.print_json(result)
-        else:
-            show(result)
+        output.emit(result, fmt, columns, show)
         return EXIT_OK
 
     _run(body, debug, log_json)
@@ -407,25 +523,40 @@ def _reader(
 @click.command()
 @click.argument("name")
 @common_options
-def show(name: str, state: str, output_format: str, debug: bool, log_json: bool) -> None:
+@output.column_option
+def show(
+    name: str,
+    state: str,
+    output_format: str,
+    columns: tuple[str, ...],
+    debug: bool,
+    log_json: bool,
+) -> None:
     """Show stack NAME: its status, parameters and outputs."""
 
     async def read(cv: Converge) -> dict[str, Any]:
         return (await cv.get_stack(name)).as_dict()
 
     def print_stack(stack: dict[str, Any]) -> None:
-        console = output.make_console()
-        console.print(output.stack_table(stack))
+        output.print_table(output.stack_table(stack))
         if stack["outputs"]:
-            console.print(output.outputs_table(stack["outputs"]))
+            output.print_table(output.outputs_table(stack["outputs"]))
 
-    _reader(state, output_format, debug, log_json, read, print_stack)
+    _reader(state, output_format, columns, debug, log_json, read, print_stack)
 
 
 @click.command()
 @click.argument("name")
 @common_options
-def resources(name: str, state: str, output_format: str, debug: bool, log_json: bool) -> None:
+@output.column_option
+def resources(
+    name: str,
+    state: str,
+    output_format: str,
+    columns: tuple[str, ...],
+    debug: bool,
+    log_json: bool,
+) -> None:
     """List the resources of stack NAME."""
 
     async def read(cv: Converge) -> list[dict[str, Any]]:
@@ -435,10 +566,11 @@ def resources(name: str, state: str, output_format: str, debug: bool, log_json: 
     _reader(
         state,
         output_format,
+        columns,
         debug,
         log_json,
         read,
-        lambda rows: output.make_console().print(output.resources_table(rows)),
+        lambda rows: output.print_table(output.resources_table(rows)),
     )
 
 
@@ -446,62 +578,85 @@ def resources(name: str, state: str, output_format: str, debug: bool, log_json: 
 @click.argument("name")
 @click.option("--resource", "-r", "resource_name", help="Only the events of this resource.")
 @common_options
+@output.column_option
 def events(
     name: str,
     resource_name: str | None,
     state: str,
     output_format: str,
+    columns: tuple[str, ...],
     debug: bool,
     log_json: bool,
 ) -> None:
-    """List the events of stack NAME, oldest first."""
+    """List the events of stack NAME, oldest first (one line each when not on a terminal)."""
 
     async def read(cv: Converge) -> list[dict[str, Any]]:
         stack = await cv.get_stack(name)
         return output.dicts(await cv.list_events(stack.id, resource_name=resource_name))
 
-    _reader(
-        state,
-        output_format,
-        debug,
-        log_json,
-        read,
-        lambda rows: output.make_console().print(output.events_table(rows)),
-    )
+    _reader(state, output_format, columns, debug, log_json, read, output.print_events)
 
 
 @click.command()
 @click.argument("name")
+@click.argument("key", required=False)
 @common_options
-def outputs(name: str, state: str, output_format: str, debug: bool, log_json: bool) -> None:
-    """Show the outputs of stack NAME."""
+@output.column_option
+def outputs(
+    name: str,
+    key: str | None,
+    state: str,
+    output_format: str,
+    columns: tuple[str, ...],
+    debug: bool,
+    log_json: bool,
+) -> None:
+    """Show the outputs of stack NAME, or the value of its output KEY alone."""
 
-    async def read(cv: Converge) -> list[dict[str, Any]]:
-        return await cv.outputs(name)
+    async def read(cv: Converge) -> list[dict[str, Any]] | dict[str, Any]:
+        found = await cv.outputs(name)
+        if key is None:
+            return found
+        for item in found:
+            if item.get("output_key") == key:
+                return dict(item)
+        known = ", ".join(sorted(str(item.get("output_key")) for item in found)) or "none"
+        raise NotFound(f"stack {name} has no output {key!r} (its outputs: {known})")
 
-    _reader(
-        state,
-        output_format,
-        debug,
-        log_json,
-        read,
-        lambda rows: output.make_console().print(output.outputs_table(rows)),
-    )
+    def print_outputs(result: list[dict[str, Any]] | dict[str, Any]) -> None:
+        if isinstance(result, dict):  # one KEY: its value alone, ready for $(...)
+            if result.get("output_error"):
+                raise ConvergeError(f"output {key}: {result['output_error']}")
+            click.echo(output.value_text(result.get("output_value")))
+        else:
+            output.print_table(output.outputs_table(result))
+
+    if key is not None and output_format == output.Format.VALUE and not columns:
+        columns = ("output_value",)
+    _reader(state, output_format, columns, debug, log_json, read, print_outputs)
 
 
 @click.command(name="list")
 @common_options
+@output.column_option
 @click.option(
     "--nested", is_flag=True, help="Also list nested stacks (made by provider templates)."
 )
-def list_stacks(state: str, output_format: str, debug: bool, log_json: bool, nested: bool) -> None:
+def list_stacks(
+    state: str,
+    output_format: str,
+    columns: tuple[str, ...],
+    debug: bool,
+    log_json: bool,
+    nested: bool,
+) -> None:
     """List the stacks in the state file."""
     if remote_settings() is None and not Path(state).exists():
         # No state file yet is no stacks yet; reading must not create the file.
-        if output_format == output.Format.JSON:
-            output.print_json([])
+        if output.is_document(output_format):
+            output.print_document([], output_format)
         else:
-            output.make_console().print(output.stacks_table([]))
+            output.print_table(output.stacks_table([]))
         return
 
     async def read(cv: Converge) -> list[dict[str, Any]]:
@@ -510,10 +665,11 @@ def list_stacks(state: str, output_format: str, debug: bool, log_json: bool, nes
     _reader(
         state,
         output_format,
+        columns,
         debug,
         log_json,
         read,
-        lambda rows: output.make_console().print(output.stacks_table(rows)),
+        lambda rows: output.print_table(output.stacks_table(rows)),
     )
 
 
@@ -552,8 +708,9 @@ def clear_hook(
             # (against a server, the server's engine runs it).
             if not isinstance(cv, RemoteConverge):
                 await cv.engine.idle()
-        if output_format == output.Format.JSON:
-            output.print_json({"stack": name, "resource": resource, "hook": hook_name})
+        if output.is_document(output_format):
+            document = {"stack": name, "resource": resource, "hook": hook_name}
+            output.print_document(document, output_format)
         else:
             click.echo(f"Cleared hook {hook_name} on resource {resource} of stack {name}.")
         return EXIT_OK

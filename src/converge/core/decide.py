@@ -124,6 +124,58 @@ def decide_update(
     return Decision(Change.UPDATE, "properties changed", changed)
 
 
+def decide_converging(
+    state: ResourceState,
+    desired_type: str,
+    desired: Mapping[str, Any],
+    schema: Mapping[str, PropertySchema],
+    *,
+    open_properties: bool = False,
+    never_updates: bool = False,
+    observed: Mapping[str, Any] | object | None = MISSING,
+    drifted: bool | None = None,
+    converges_inside: bool = False,
+    template_changed: bool = False,
+) -> Decision:
+    """``decide_update`` with what a traversal knows besides the properties: whether it
+    looked at reality (``drifted``: whether the observation differed from what was
+    applied; None when it did not look), whether the type converges a stack inside
+    (``converges_inside``) and whether that stack's template changed. Apply and
+    ``plan --converge`` both decide here, so they cannot disagree.
+
+    Purely computational, no side-effects.
+    """
+    decision = decide_update(
+        state,
+        desired_type,
+        desired,
+        schema,
+        open_properties=open_properties,
+        never_updates=never_updates,
+        observed=observed,
+    )
+    if drifted and decision.change == Change.NOTHING:
+        # Reality differs in a way the properties do not show (a normalised form, a
+        # derived field): apply the wanted properties again, in place.
+        return Decision(Change.UPDATE, "reality drifted: re-applying the properties")
+    if template_changed and decision.change == Change.NOTHING:
+        return Decision(Change.UPDATE, "its provider template changed")
+    if (
+        converges_inside
+        and decision.change == Change.REPLACE
+        and state.status == Status.FAILED
+        and state.has_physical_resource
+        and state.type == desired_type
+    ):
+        # Heat's StackResource: a failed nested stack is updated, not replaced; its own
+        # resources decide what they need.
+        return Decision(Change.UPDATE, f"{decision.reason}: updating its nested stack")
+    if drifted is not None and converges_inside and decision.change == Change.NOTHING:
+        # What it holds may have drifted unseen from here: converge it too.
+        return Decision(Change.UPDATE, "converging what it holds with reality")
+    return decision
+
+
 def _update_allowed(schema: Mapping[str, PropertySchema], name: str) -> bool:
     prop = schema.get(name)
     return prop is not None and prop.update_allowed

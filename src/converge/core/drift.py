@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -34,10 +35,23 @@ class Drift:
         if self.status != DriftStatus.MODIFIED:
             return str(self.status)
         parts = [
-            f"{name} wanted {change['wanted']!r}, found {change['found']!r}"
+            f"{name} wanted {short_digest(change['wanted'])!r}, "
+            f"found {short_digest(change['found'])!r}"
             for name, change in self.detail.items()
         ]
         return f"{self.status}: " + "; ".join(parts)
+
+
+_DIGEST = re.compile(r"[0-9a-f]{40,128}")
+SHORT_DIGEST = 12
+
+
+def short_digest(value: Any) -> Any:
+    """A hex digest (a content hash) cut to its first 12 digits, as git shows commits;
+    two different contents differ there too. Anything else is returned as it is."""
+    if isinstance(value, str) and _DIGEST.fullmatch(value):
+        return value[:SHORT_DIGEST]
+    return value
 
 
 def compare(

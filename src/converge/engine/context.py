@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from converge.adapters.sql.store import SqlStore
 from converge.core.states import Action
 from converge.core.template import (
     StackDefinition,
@@ -20,7 +19,7 @@ from converge.core.traversal import GraphNode, TraversalGraph
 from converge.engine.cache import AsyncLru
 from converge.engine.settings import EngineSettings
 from converge.messages import CheckResource
-from converge.ports import Bus, Clock
+from converge.ports import Bus, Clock, Store
 from converge.records import ResourceRecord
 from converge.resources.base import AppliedState
 from converge.resources.registry import PluginRegistry
@@ -35,7 +34,7 @@ EMPTY_TEMPLATE: Mapping[str, Any] = {
 
 @dataclass
 class EngineContext:
-    store: SqlStore
+    store: Store
     bus: Bus
     registry: PluginRegistry
     settings: EngineSettings

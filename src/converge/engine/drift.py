@@ -21,7 +21,13 @@ from converge.core.drift import Drift, DriftPolicy, DriftStatus, compare
 from converge.core.heal import HealHistory, Verdict, decide_heal
 from converge.core.states import Action, Status
 from converge.engine.context import EngineContext
-from converge.engine.operations import StackOperations, current_rows
+from converge.engine.operations import (
+    SETTLED_TOPIC,
+    StackOperations,
+    current_rows,
+    given_up_reason,
+    stack_event,
+)
 from converge.engine.worker import ActionFailed, Worker
 from converge.errors import ConvergeError, NotFound
 from converge.records import NewEvent, ResourceRecord, StackRecord
@@ -61,6 +67,10 @@ class DriftHandler:
         # Resources whose reality changed while their stack was busy: looked at again.
         self._later: set[tuple[str, int]] = set()
         self._healing: dict[str, asyncio.Lock] = {}
+        # Stacks the consumer found drifted, healed together by ``heal_when_asked``.
+        self._heal_wanted: set[str] = set()
+        self._heal_asked = asyncio.Event()
+        self._gathering = False
 
     # --- the consumer callbacks (converge.observe.consume) ------------------------------
 
@@ -105,7 +115,49 @@ class DriftHandler:
         *,
         observed_at: float,
     ) -> None:
-        """A resource's reality as seen at ``observed_at`` (essence None: gone).
+        """A resource's reality as seen at ``observed_at`` (essence None: gone)."""
+        if not await self._judge(stack_id, resource_id, physical_id, essence, observed_at):
+            return
+        if self._gathering:
+            self._heal_wanted.add(stack_id)
+            self._heal_asked.set()
+        else:
+            await self.heal(stack_id)
+
+    async def heal_when_asked(self) -> None:
+        """Heal the stacks found drifted, a moment after the first ask (runs until cancelled).
+
+        Drift seldom comes alone: a killed server and its defaced page are two notifications
+        milliseconds apart. Healing at the first would make the stack busy and leave the
+        second for after that heal; gathering for ``heal_gather_window`` heals both at once.
+        """
+        self._gathering = True
+        try:
+            while True:
+                await self._heal_asked.wait()
+                await asyncio.sleep(self.ctx.settings.heal_gather_window)
+                self._heal_asked.clear()
+                wanted, self._heal_wanted = self._heal_wanted, set()
+                for stack_id in sorted(wanted):
+                    # A failure is logged; the periodic pass finds the recorded drift again.
+                    try:
+                        await self.heal(stack_id)
+                    except ConvergeError as exc:
+                        log.warning("heal not started", extra={"error": str(exc)})
+                    except Exception:
+                        log.exception("heal crashed", extra={"stack": stack_id})
+        finally:
+            self._gathering = False
+
+    async def _judge(
+        self,
+        stack_id: str,
+        resource_id: int,
+        physical_id: str,
+        essence: Mapping[str, Any] | None,
+        observed_at: float,
+    ) -> bool:
+        """Record the drift an observation shows; True when the stack should be healed.
 
         Observations race (a sample, a notification, a direct look): one older than the
         drift already recorded is dropped, so a stale "in sync" never hides new drift.
@@ -113,27 +165,27 @@ class DriftHandler:
         try:
             stack = await self.ctx.store.get_stack(stack_id)
         except NotFound:
-            return
+            return False
         if stack.deleted or stack.drift_policy == DriftPolicy.IGNORE:
-            return
+            return False
         row = await self.ctx.store.get_resource(resource_id)
         if row is None or row.physical_resource_id != physical_id:
-            return  # replaced or deleted since: this is about a thing we let go
+            return False  # replaced or deleted since: this is about a thing we let go
         if row.drift_checked_at is not None and row.drift_checked_at > observed_at:
-            return  # a newer observation was recorded already
+            return False  # a newer observation was recorded already
         if _is_busy(stack, row):
-            # Our own actions change reality too: judge only once the stack settled.
+            # Our own actions change reality too: judge only once the stack settled (the
+            # settled stack is looked at again at once: ``recheck_when_settled``).
             self._later.add((stack_id, resource_id))
-            return
+            return False
         if row.type not in self.ctx.registry:
-            return
+            return False
         plugin = self.ctx.registry.plugin(row.type)
         hidden = frozenset(n for n, p in plugin.properties_schema.items() if p.hidden)
         drift = compare(plugin.essence(row.properties_data), essence, hidden)
         if not await self._record(stack, row, drift, observed_at):
-            return
-        if drift.status != DriftStatus.IN_SYNC and stack.drift_policy == DriftPolicy.HEAL:
-            await self.heal(stack.id)
+            return False
+        return drift.status != DriftStatus.IN_SYNC and stack.drift_policy == DriftPolicy.HEAL
 
     async def _record(
         self, stack: StackRecord, row: ResourceRecord, drift: Drift, observed_at: float
@@ -231,25 +283,65 @@ class DriftHandler:
     async def _give_up(self, stack: StackRecord, row: ResourceRecord, why: str) -> None:
         found = Drift(DriftStatus(row.drift_status), row.drift_detail).describe()
         reason = f"Drift not healed: {why}; last found {found}"
-        await self.ctx.store.update_resource(
+        given_up = await self.ctx.store.update_resource(
             row.id,
             row.atomic_key,
             {"status": Status.FAILED, "status_reason": reason},
             events=[_event(row, Status.FAILED, reason, action=row.action)],
             stack_id=stack.id,
         )
+        if given_up is None:
+            return
+        # The stack says so too (show, list): a stack that looks complete while one of its
+        # resources is left drifted would hide the one thing the user must act on.
+        stack_reason = given_up_reason([given_up])
+        marked = await self.ctx.store.update_stack(
+            stack.id,
+            {"status": Status.FAILED, "status_reason": stack_reason},
+            expected_key=stack.atomic_key,
+            events=[stack_event(stack, stack.action, Status.FAILED, stack_reason)],
+        )
+        if marked is None:
+            log.info("stack changed while giving up on a heal", extra={"stack": stack.name})
 
     # --- the level-triggered pass -------------------------------------------------------
 
-    async def recheck(self) -> None:
+    async def recheck_when_settled(self) -> None:
+        """Recheck a stack as soon as one of its operations settles (runs until cancelled).
+
+        Drift seen while a heal ran waits in ``_later``; without this it would wait for
+        the next periodic pass, seconds after the heal that kept it waiting ended.
+        """
+        subscription = await self.ctx.bus.subscribe(SETTLED_TOPIC)
+        try:
+            async for message in subscription:
+                try:
+                    await self.recheck(only=str(message["stack_id"]))
+                except ConvergeError as exc:
+                    log.warning("recheck after settling failed", extra={"error": str(exc)})
+                except Exception:
+                    # A bug: logged with its traceback; the periodic pass still runs.
+                    log.exception("recheck after settling crashed")
+        finally:
+            await subscription.close()
+
+    async def recheck(self, only: str | None = None) -> None:
         """Observe again what was seen while busy, what heal-policy stacks have drifted, and
-        what the synchronizer has never confirmed.
+        what the synchronizer has never confirmed; then heal each stack once, for all of
+        its drifted resources together. ``only``: just this stack.
 
         Observed directly (not from a notification): drift recorded earlier may be gone
         by now, and a heal must act on reality as it is.
         """
-        later, self._later = self._later, set()
-        stacks = {s.id: s for s in await self.ctx.store.list_stacks(None)}
+        later = {item for item in self._later if only is None or item[0] == only}
+        self._later -= later
+        if only is None:
+            stacks = {s.id: s for s in await self.ctx.store.list_stacks(None)}
+        else:
+            try:
+                stacks = {only: await self.ctx.store.get_stack(only)}
+            except NotFound:
+                return
         now = self.ctx.clock.now()
         stable_after = self.ctx.settings.heal_policy.stable_after
         for stack in stacks.values():
@@ -269,6 +361,7 @@ class DriftHandler:
                     )
                     if row.drift_status in _DRIFTED or recently_healed:
                         later.add((stack.id, row.id))
+        to_heal: set[str] = set()
         for stack_id, resource_id in sorted(later):
             owner = stacks.get(stack_id)
             found = await self.ctx.store.get_resource(resource_id)
@@ -286,9 +379,14 @@ class DriftHandler:
             except ActionFailed as failed:
                 log.warning("cannot observe", extra={"resource": row.name, "error": failed.reason})
                 continue
-            await self.observed(
-                stack_id, resource_id, found.physical_resource_id, observed, observed_at=started
-            )
+            if await self._judge(
+                stack_id, resource_id, found.physical_resource_id, observed, started
+            ):
+                to_heal.add(stack_id)
+        # One heal per stack, after every resource was judged: healing at the first
+        # drifted one would leave the others waiting, the stack busy, for another pass.
+        for stack_id in sorted(to_heal):
+            await self.heal(stack_id)
 
 
 def _never_confirmed(row: ResourceRecord) -> bool:

@@ -17,6 +17,7 @@ from typing import Any
 
 from converge.core.states import Action, Status
 from converge.core.template import StackDefinition
+from converge.core.template.environment import without_parameter_values
 from converge.core.traversal import (
     STACK_NODE,
     ExistingResource,
@@ -194,7 +195,8 @@ class StackOperations:
             return
         environment: Mapping[str, Any] = {}
         if stack.raw_template_id is not None:
-            environment = (await self.ctx.store.get_template(stack.raw_template_id)).environment
+            stored = (await self.ctx.store.get_template(stack.raw_template_id)).environment
+            environment = without_parameter_values(stored)
         template_id = await self.ctx.store.add_template(
             stack.id, EMPTY_TEMPLATE, environment, {}, {}
         )
@@ -274,15 +276,19 @@ class StackOperations:
             return
         graph = await self.ctx.graph(stack_id, traversal_id)
         outputs: dict[str, Any] = {}
+        status, reason = Status.COMPLETE, f"Stack {stack.action} completed successfully"
         if stack.action != Action.DELETE and stack.raw_template_id is not None:
             definition = await self.ctx.definitions.get(stack.raw_template_id)
-            rows = await self.ctx.store.list_resources(stack_id)
-            outputs = resolve_outputs(definition, current_rows(rows, graph), self.ctx.reference_id)
-        reason = f"Stack {stack.action} completed successfully"
+            rows = current_rows(await self.ctx.store.list_resources(stack_id), graph)
+            outputs = resolve_outputs(definition, rows, self.ctx.reference_id)
+            # A heal leaves a resource it gave up on FAILED: the stack keeps saying so.
+            given_up = [row for row in rows.values() if row.status == Status.FAILED]
+            if stack.converge_names is not None and given_up:
+                status, reason = Status.FAILED, given_up_reason(given_up)
         done = await self.ctx.store.update_stack(
             stack_id,
             {
-                "status": Status.COMPLETE,
+                "status": status,
                 "status_reason": reason,
                 "outputs": outputs,
                 "deadline": None,
@@ -291,7 +297,7 @@ class StackOperations:
             expected_traversal=traversal_id,
             # the sweeper and the last worker may both get here: only one completes
             expected_key=stack.atomic_key,
-            events=[stack_event(stack, stack.action, Status.COMPLETE, reason)],
+            events=[stack_event(stack, stack.action, status, reason)],
         )
         if done is None:
             return
@@ -495,6 +501,16 @@ def current_rows(
     return chosen
 
 
+def given_up_reason(rows: Sequence[ResourceRecord]) -> str:
+    """The stack's reason while healing has given up on some of its resources."""
+    names = ", ".join(sorted(row.name for row in rows))
+    first = min(rows, key=lambda row: row.name)
+    return (
+        f"Drift of {names} not healed: {first.name}: {first.status_reason}; "
+        "`converge apply` (or an update) converges it again"
+    )
+
+
 def resolve_outputs(
     definition: StackDefinition,
     rows: Mapping[str, ResourceRecord],
@@ -521,6 +537,7 @@ __all__ = [
     "STACK_NODE",
     "StackOperations",
     "current_rows",
+    "given_up_reason",
     "is_superseded",
     "resolve_outputs",
     "stack_event",

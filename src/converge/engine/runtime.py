@@ -12,7 +12,6 @@ import os
 import uuid
 from typing import Any
 
-from converge.adapters.sql.store import SqlStore
 from converge.core.states import Status
 from converge.core.traversal import STACK_NODE, GraphNode
 from converge.engine import liveness
@@ -25,7 +24,7 @@ from converge.engine.settings import EngineSettings
 from converge.engine.worker import Worker
 from converge.errors import ConvergeError, StateError
 from converge.messages import CheckResource, MessageError
-from converge.ports import Bus, Clock
+from converge.ports import Bus, Clock, Store
 from converge.records import ServiceRecord, StackRecord
 from converge.resources.registry import PluginRegistry, default_registry
 
@@ -37,7 +36,7 @@ class Engine:
 
     def __init__(
         self,
-        store: SqlStore,
+        store: Store,
         bus: Bus,
         *,
         registry: PluginRegistry | None = None,
@@ -64,6 +63,10 @@ class Engine:
         self._checks: set[asyncio.Task[None]] = set()
         self._loops: list[asyncio.Task[None]] = []
         self._last_pending: set[tuple[str, GraphNode]] = set()
+        # Work the sweeper found stuck and pushed on (a node re-sent, a finished traversal
+        # completed): each one is a trigger the edge-triggered path lost. Zero in a healthy
+        # run; tests assert it, operators can watch it.
+        self.sweeper_rescues = 0
         self._started = False
 
     @property
@@ -122,15 +125,23 @@ class Engine:
 
     # --- work ---------------------------------------------------------------------------
 
-    async def _on_work(self, data: dict[str, Any]) -> None:
+    def _on_work(self, data: dict[str, Any]) -> asyncio.Future[None]:
+        """Start checking the node a message names; done when its result is stored.
+
+        The bus acknowledges a message only when the returned task is done, so a check
+        that this process never finished is delivered again (and re-checking is harmless).
+        """
         try:
             message = CheckResource.from_dict(data)
         except MessageError as exc:
             log.error("dropped unreadable message", extra={"error": str(exc)})
-            return
+            dropped: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            dropped.set_result(None)
+            return dropped
         task = asyncio.get_running_loop().create_task(self._run_check(message))
         self._checks.add(task)
         task.add_done_callback(self._checks.discard)
+        return task
 
     async def _run_check(self, message: CheckResource) -> None:
         node = GraphNode(message.resource_id, message.is_update)
@@ -161,13 +172,23 @@ class Engine:
         return started
 
     def handle_drift(self) -> asyncio.Task[None]:
-        """Also run drift handling's level-triggered pass (``converge serve``)."""
-        task = asyncio.create_task(
-            self._every(self.ctx.settings.drift_recheck_interval, self.drift.recheck),
-            name="converge-drift-recheck",
-        )
+        """Also run drift handling's passes (``converge serve``): heals gathered from the
+        consumer, and the level-triggered recheck every ``drift_recheck_interval`` and for a
+        stack as soon as one of its operations settles."""
+        task = asyncio.create_task(self._drift_passes(), name="converge-drift-recheck")
         self._loops.append(task)
         return task
+
+    async def _drift_passes(self) -> None:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(
+                self._every(self.ctx.settings.drift_recheck_interval, self.drift.recheck),
+                name="converge-drift-recheck-periodic",
+            )
+            group.create_task(
+                self.drift.recheck_when_settled(), name="converge-drift-recheck-settled"
+            )
+            group.create_task(self.drift.heal_when_asked(), name="converge-drift-heal")
 
     async def idle(self) -> None:
         """Wait until no check is running in this process (tests and one-shot CLI runs)."""
@@ -180,7 +201,9 @@ class Engine:
         """Re-send ready nodes that no worker holds; time out overdue operations.
 
         A node is re-sent only when it was found pending by two sweeps in a row, so work
-        merely queued is not duplicated (duplicates would be harmless, only wasteful).
+        merely queued is not duplicated (duplicates would be harmless, only wasteful); a
+        traversal whose sinks have all reported is likewise completed on the second sweep
+        that finds it open, leaving its last worker the time to complete it.
         """
         pending_now: set[tuple[str, GraphNode]] = set()
         stacks = await self.ctx.store.list_stacks(None)
@@ -196,7 +219,11 @@ class Engine:
                 continue
             done = await self.ctx.store.reported_senders(traversal)
             if all(sink in done for sink in graph.sinks()):
-                await self.operations.complete_traversal(stack.id, traversal)
+                key = (traversal, STACK_NODE)
+                pending_now.add(key)
+                if key in self._last_pending:
+                    self._rescued(stack, STACK_NODE)
+                    await self.operations.complete_traversal(stack.id, traversal)
                 continue
             for node in graph.nodes:
                 if node in done or node == STACK_NODE:
@@ -208,11 +235,13 @@ class Engine:
                     continue
                 pending_now.add(key)
                 if key in self._last_pending:
-                    log.debug(
-                        "re-sending idle node", extra={"stack": stack.name, "node": str(node)}
-                    )
+                    self._rescued(stack, node)
                     await self.ctx.send_check(stack.id, traversal, node)
         self._last_pending = pending_now
+
+    def _rescued(self, stack: StackRecord, node: GraphNode) -> None:
+        self.sweeper_rescues += 1
+        log.info("sweeper re-sends idle work", extra={"stack": stack.name, "node": str(node)})
 
     async def _heartbeat(self) -> None:
         await self.ctx.store.heartbeat(self.engine_id, self.ctx.clock.now())

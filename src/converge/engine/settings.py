@@ -34,6 +34,9 @@ class EngineSettings:
     # seen while a stack was busy are looked at again.
     heal_policy: HealPolicy = field(default_factory=HealPolicy)
     drift_recheck_interval: float = 5.0
+    # Under ``converge serve``, how long a heal waits for more drift of the same stack
+    # (a killed server and its defaced page arrive milliseconds apart): one heal for both.
+    heal_gather_window: float = 0.05
     # The synchronizer: seconds between full samples of a type (per type, else the default),
     # the limit on one plugin call (list_all, observe) before the sampler reports it stalled,
     # and how many entities one sampler observes at once.

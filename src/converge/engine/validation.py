@@ -65,10 +65,24 @@ def prepare_definition(
         now=now,
         require_values=require_values,
     )
-    problems = [] if settings is None else plugin_problems(definition, registry, settings)
+    problems = missing_packages(definition, registry)
+    if settings is not None:
+        problems += plugin_problems(definition, registry, settings)
     problems += nested_problems(definition, files, identity, registry, settings, depth, now)
     TemplateErrors.raise_if_any(problems)
     return definition
+
+
+def missing_packages(definition: StackDefinition, registry: PluginRegistry) -> list[TemplateError]:
+    """Types whose optional packages are not installed (``converge[postgres]`` …)."""
+    problems: list[TemplateError] = []
+    for resource in definition.resources.values():
+        if resource.provider_template is not None:
+            continue
+        missing = registry.plugin(resource.implementation_type).missing_package()
+        if missing is not None:
+            problems.append(resource.where.child("type").error(missing))
+    return problems
 
 
 def plugin_problems(

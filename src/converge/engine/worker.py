@@ -22,7 +22,7 @@ from converge.core.decide import (
     Decision,
     ResourceState,
     decide_cleanup,
-    decide_update,
+    decide_converging,
     restriction,
 )
 from converge.core.drift import Drift, DriftStatus, compare
@@ -165,7 +165,7 @@ class Worker:
             except ActionFailed as failed:
                 await self._fail_resource(stack, target, action, failed.reason)
                 return
-        decision = decide_update(
+        decision = decide_converging(
             resource_state(target),
             resource.implementation_type,
             properties,
@@ -173,30 +173,10 @@ class Worker:
             open_properties=plugin.open_properties,
             never_updates=plugin.never_updates,
             observed=observed,
+            drifted=None if drift is None else drift.status == DriftStatus.MODIFIED,
+            converges_inside=plugin.converges_inside,
+            template_changed=template_changed(target, resource),
         )
-        if (
-            drift is not None
-            and drift.status == DriftStatus.MODIFIED
-            and decision.change == Change.NOTHING
-        ):
-            # Reality differs in a way the properties do not show (a normalised form, a
-            # derived field): apply the wanted properties again, in place.
-            decision = Decision(Change.UPDATE, "reality drifted: re-applying the properties")
-        if decision.change == Change.NOTHING and _template_changed(target, resource):
-            decision = Decision(Change.UPDATE, "its provider template changed")
-        if (
-            decision.change == Change.REPLACE
-            and plugin.converges_inside
-            and target.status == Status.FAILED
-            and target.physical_resource_id is not None
-            and target.type == resource.implementation_type
-        ):
-            # Heat's StackResource: a failed nested stack is updated, not replaced; its
-            # own resources decide what they need.
-            decision = Decision(Change.UPDATE, f"{decision.reason}: updating its nested stack")
-        if drift is not None and plugin.converges_inside and decision.change == Change.NOTHING:
-            # What it holds may have drifted unseen from here: converge it too.
-            decision = Decision(Change.UPDATE, "converging what it holds with reality")
         restricted = restriction(decision, resource.restricted_actions, target.name)
         if restricted is not None:
             claimed = await self._claim(stack, target, Action.UPDATE, restricted)
@@ -915,7 +895,7 @@ def _with_template_digest(data: Mapping[str, Any], resource: ResourceDefinition)
     return {**data, _TEMPLATE_DIGEST: resource.provider_digest}
 
 
-def _template_changed(row: ResourceRecord, resource: ResourceDefinition) -> bool:
+def template_changed(row: ResourceRecord, resource: ResourceDefinition) -> bool:
     """The provider template's text differs from the one last applied (Heat updates the
     nested stack then, even when the resource's properties are the same)."""
     if resource.provider_digest is None or row.physical_resource_id is None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import NoReturn, Protocol
 
+from converge.core.baseline import Snapshot
 from converge.messages import ChangeNotification
-from converge.observe.baseline import Snapshot
 from converge.observe.hub import Subscription
 
 ApplySnapshot = Callable[[Snapshot], Awaitable[None]]

@@ -1,8 +1,9 @@
 """Subscriptions to change notifications: one bus subscription per topic, fanned out locally.
 
 A subscription is registered when it is opened (``async with`` or its first ``__anext__``),
-not lazily at some later step: a consumer that opens it before reading a snapshot is sure to
-receive every notification published after that read began.
+not lazily at some later step, and opening returns only once the bus has the subscription
+in place: a consumer that opens it before reading a snapshot is sure to receive every
+notification published after that read began.
 """
 
 from __future__ import annotations
@@ -10,12 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
 from types import TracebackType
-from typing import Any
 
 from converge.messages import ChangeNotification, MessageError
-from converge.ports import Bus
+from converge.ports import Bus, Subscriber
 
 log = logging.getLogger("converge.observe")
 
@@ -37,21 +36,23 @@ class NotificationHub:
     async def attach(self, topic: str) -> asyncio.Queue[ChangeNotification | None]:
         """A queue receiving every notification on ``topic`` published from now on."""
         queue: asyncio.Queue[ChangeNotification | None] = asyncio.Queue()
-        self._queues.setdefault(topic, set()).add(queue)
         if topic not in self._pumps:
-            self._pumps[topic] = asyncio.create_task(
-                self._pump(topic), name=f"converge-observe-subscription-{topic}"
-            )
-            # The bus registers a subscriber when its iterator first runs; let it run.
-            for _ in range(3):
-                await asyncio.sleep(0)
+            # The bus subscription is in place when ``subscribe`` returns (a broker has
+            # confirmed the binding): only then does the queue count as attached.
+            stream = await self._bus.subscribe(topic)
+            if topic in self._pumps:  # another attach got there while we waited
+                await stream.close()
+            else:
+                self._pumps[topic] = asyncio.create_task(
+                    self._pump(topic, stream), name=f"converge-observe-subscription-{topic}"
+                )
+        self._queues.setdefault(topic, set()).add(queue)
         return queue
 
     def detach(self, topic: str, queue: asyncio.Queue[ChangeNotification | None]) -> None:
         self._queues.get(topic, set()).discard(queue)
 
-    async def _pump(self, topic: str) -> None:
-        stream: AsyncIterator[dict[str, Any]] = self._bus.subscribe(topic)
+    async def _pump(self, topic: str, stream: Subscriber) -> None:
         try:
             async for data in stream:
                 if data.get("message") != ChangeNotification.message:
@@ -64,10 +65,7 @@ class NotificationHub:
                 for queue in list(self._queues.get(topic, ())):
                     queue.put_nowait(notification)
         finally:
-            close = getattr(stream, "aclose", None)
-            if close is not None:
-                with contextlib.suppress(RuntimeError):
-                    await close()
+            await stream.close()
 
     async def close(self) -> None:
         """Stop every pump; open subscriptions end."""

@@ -16,12 +16,11 @@ from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from converge.adapters.sql.entities import EntityStore, ManagedEntity
+from converge.core.baseline import ManagedEntity, Observation, Owner, observation
 from converge.engine.settings import EngineSettings
 from converge.errors import PluginError
 from converge.messages import ChangeNotification
-from converge.observe.baseline import Observation, Owner, observation
-from converge.ports import Clock
+from converge.ports import BaselineStore, Clock
 from converge.resources.base import (
     AppliedState,
     ObserverContext,
@@ -69,7 +68,7 @@ class Sampler:
         self,
         type_name: str,
         plugin: ResourcePlugin,
-        entities: EntityStore,
+        entities: BaselineStore,
         publish: Publish,
         clock: Clock,
         settings: EngineSettings,

@@ -14,15 +14,13 @@ import contextlib
 import logging
 from collections import defaultdict
 
-from converge.adapters.sql.entities import EntityStore, ManagedEntity
-from converge.adapters.sql.store import SqlStore
+from converge.core.baseline import ManagedEntity, Snapshot
 from converge.engine.settings import EngineSettings
 from converge.errors import NotFound
 from converge.messages import ChangeNotification
-from converge.observe.baseline import Snapshot
 from converge.observe.hub import NotificationHub, Subscription
 from converge.observe.sampler import Sampler, SamplerStatus
-from converge.ports import Bus, Clock
+from converge.ports import Bus, Clock, Store
 from converge.resources.registry import PluginRegistry
 
 log = logging.getLogger("converge.observe")
@@ -33,7 +31,7 @@ class Synchronizer:
 
     def __init__(
         self,
-        store: SqlStore,
+        store: Store,
         bus: Bus,
         registry: PluginRegistry,
         clock: Clock,
@@ -42,7 +40,7 @@ class Synchronizer:
         self._bus = bus
         self._clock = clock
         self._settings = settings or EngineSettings()
-        self.entities = EntityStore(store)
+        self.entities = store.entities
         self._hub = NotificationHub(bus)
         self._samplers = {
             name: Sampler(

@@ -10,6 +10,7 @@ retrying will not fix. Anything else raised is reported as a plugin bug.
 
 from __future__ import annotations
 
+import importlib
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Collection, Iterable, Mapping
@@ -167,6 +168,22 @@ class ResourcePlugin(ABC):
     never_updates: ClassVar[bool] = False
     # Attribute names beyond the declared ones are accepted (a group's ``resource.N.attr``).
     open_attributes: ClassVar[bool] = False
+    # Python packages the type needs that converge installs only with an extra, as
+    # {module: extra}: a missing one is an install hint at validation, not a plugin bug.
+    requires_packages: ClassVar[Mapping[str, str]] = {}
+
+    @classmethod
+    def missing_package(cls) -> str | None:
+        """What to install before this type can be used; None when nothing is missing."""
+        for module, extra in cls.requires_packages.items():
+            try:
+                importlib.import_module(module)
+            except ImportError:
+                return (
+                    f"{cls.type_name} needs the Python package {module!r}, which is not "
+                    f"installed: pip install 'converge[{extra}]'"
+                )
+        return None
 
     @classmethod
     def schema(cls) -> ResourceTypeSchema:

@@ -15,7 +15,15 @@ from rich.console import Console
 from converge.cli import output
 from converge.cli.boundary import Session, error_lines, exit_code, run_command
 from converge.cli.logging_setup import JsonLinesFormatter, logging_to_stderr
-from converge.cli.progress import Outcome, counts, follow, live_table
+from converge.cli.progress import (
+    STACK_TYPE,
+    OperationProgress,
+    Outcome,
+    ProgressRow,
+    counts,
+    follow,
+    live_table,
+)
 from converge.errors import (
     Conflict,
     InvalidRequest,
@@ -223,18 +231,42 @@ def test_logging_is_restored_and_json_lines_keep_extra_fields() -> None:
 # --- progress -------------------------------------------------------------------------------
 
 
-def test_counts_and_live_table() -> None:
-    rows = [
-        resource("a", "INIT_COMPLETE", 1),
-        resource("b", "CREATE_IN_PROGRESS", 2),
-        resource("c", "CREATE_COMPLETE", 3),
-        resource("d", "CREATE_FAILED", 4),
-    ]
-    assert counts(rows) == (2, 4)
-    many = [resource(f"r{i:02}", "CREATE_COMPLETE", i) for i in range(30)]
-    many.append(resource("busy", "CREATE_IN_PROGRESS", 99))
-    text = render(live_table(many))
-    assert "busy" in text and "r05" not in text and "30 more settled" in text
+def test_progress_counts_only_this_operations_events() -> None:
+    # An update: every row still says CREATE_COMPLETE from the create before it.
+    resources = [resource(name, "CREATE_COMPLETE", i) for i, name in enumerate("abcdefgh")]
+    progress = OperationProgress("demo")
+    progress.add(event(1, "demo", "UPDATE_IN_PROGRESS", "Stack UPDATE started", STACK_TYPE))
+    progress.add(event(2, "a", "UPDATE_IN_PROGRESS", "state changed"))
+    rows = progress.rows(resources, settled=False)
+    assert counts(rows) == (0, 8)  # not 7/8: the old CREATE_COMPLETEs are not this update's
+    assert {r.name: r.status for r in rows}["b"] == "WAITING"
+    progress.add(event(3, "a", "UPDATE_COMPLETE", "state changed"))
+    assert counts(progress.rows(resources, settled=False)) == (1, 8)
+    # Settled: what this operation did not touch is unchanged, and counts as done.
+    assert counts(progress.rows(resources, settled=True)) == (8, 8)
+
+
+def test_a_long_chain_says_waiting_for_what_has_not_started() -> None:
+    resources = [resource(f"r{i:02}", "INIT_COMPLETE", i) for i in range(30)]
+    progress = OperationProgress("chain")
+    for i in range(5):
+        progress.add(event(2 * i, f"r{i:02}", "CREATE_COMPLETE"))
+    progress.add(event(99, "r05", "CREATE_IN_PROGRESS"))
+    text = render(live_table(progress.rows(resources, settled=False)))
+    assert "r05" in text and "r01" not in text
+    assert "24 waiting, 5 done" in text and "settled" not in text
+
+
+def test_a_resource_paused_at_a_hook_shows_how_to_resume_it() -> None:
+    progress = OperationProgress("demo")
+    paused = event(1, "db", "INIT_COMPLETE", "CREATE paused until Hook pre-create is cleared")
+    progress.add(paused)
+    (row,) = progress.rows([resource("db", "INIT_COMPLETE")], settled=False)
+    assert row.status == "PAUSED"
+    assert row.reason == "at pre-create: converge hook clear demo db pre-create"
+    assert counts([row]) == (0, 1)
+    text = render(live_table([row]))
+    assert "PAUSED" in text and "converge hook clear demo db pre-create" in text
 
 
 class FakeEngine:
@@ -272,7 +304,7 @@ class Recorder:
     def __init__(self) -> None:
         self.events: list[int] = []
 
-    def resources(self, resources: Sequence[ResourceView]) -> None:
+    def resources(self, rows: Sequence[ProgressRow]) -> None:
         pass
 
     def event(self, event: EventView) -> None:
@@ -326,8 +358,16 @@ def test_live_display_draws_events_resources_and_progress() -> None:
 
     buffer = StringIO()
     console = Console(file=buffer, force_terminal=True, width=120, color_system=None)
-    display = LiveDisplay(console, "create demo")
-    display.resources([resource("a", "CREATE_COMPLETE", 1), resource("b", "CREATE_IN_PROGRESS", 2)])
+    display = LiveDisplay(console, "create demo", "demo")
+    progress = OperationProgress("demo")
+    progress.add(event(1, "a", "CREATE_COMPLETE", "state changed"))
+    progress.add(event(2, "b", "CREATE_IN_PROGRESS", "state changed"))
+    display.resources(
+        progress.rows(
+            [resource("a", "CREATE_COMPLETE", 1), resource("b", "CREATE_IN_PROGRESS", 2)],
+            settled=False,
+        )
+    )
     display.event(event(1, "a", "CREATE_COMPLETE", "state changed"))
     display.close()
     text = buffer.getvalue()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +15,7 @@ from converge.api import Converge
 from converge.core.heal import HealPolicy
 from converge.engine.settings import EngineSettings
 from converge.resources.builtin.world import TestWorld, world_path_for
+from support.world import eventually, paused_at
 
 TEMPLATE = """
 heat_template_version: 2021-04-16
@@ -160,3 +163,77 @@ async def test_heal_backs_off_then_gives_up(
     assert resource.resource_status == "UPDATE_FAILED"
     assert "Drift not healed: drift came back after 2 heals" in resource.resource_status_reason
     assert world.get("OS::Heat::TestResource", pid)["properties"]["value"] == "theirs"
+
+
+SLOW = """
+heat_template_version: 2021-04-16
+parameters:
+  v: {type: string, default: one}
+resources:
+  slow:
+    type: OS::Heat::TestResource
+    properties: {value: {get_param: v}}
+  test: {type: OS::Heat::TestResource, properties: {value: hello}}
+  other: {type: OS::Heat::Value, properties: {value: calm}}
+"""
+
+
+PAUSE_SLOW = "resource_registry: {resources: {slow: {hooks: pre-update}}}\n"
+
+
+async def test_drift_seen_while_busy_is_healed_in_one_heal(cv: Converge, world: TestWorld) -> None:
+    await cv.create_stack("s", SLOW, drift_policy="heal")
+    handler = cv.engine.drift
+    test, other = (await note_for(cv, "test", {})), (await note_for(cv, "other", {}))
+    world.set_property("OS::Heat::TestResource", test.physical_id, "value", "tampered")
+    world.remove("OS::Heat::Value", other.physical_id)
+    await cv.update_stack("s", SLOW, environments=[PAUSE_SLOW], parameters={"v": "two"}, wait=False)
+    await eventually(lambda: paused_at(cv, "s", "slow", "pre-update"))
+    # Both seen while the update runs: judged only once the stack settles.
+    await handler.apply_change(await note_for(cv, "test", {"value": "tampered"}))
+    await handler.apply_change(await note_for(cv, "other", None))
+    await cv.clear_hook("s", "slow", "pre-update")
+    assert (await cv.wait("s")).stack_status == "UPDATE_COMPLETE"
+    assert {await drift_of(cv, "test"), await drift_of(cv, "other")} <= {"IN_SYNC", "NOT_CHECKED"}
+
+    await handler.recheck()
+    assert (await cv.wait("s")).stack_status == "UPDATE_COMPLETE"
+    starts = [
+        e.resource_status_reason
+        for e in await cv.list_events("s", resource_name="s")
+        if "to heal drift" in e.resource_status_reason
+    ]
+    assert starts == ["Stack UPDATE started to heal drift of other, test"]
+    assert world.get("OS::Heat::TestResource", test.physical_id)["properties"]["value"] == "hello"
+
+
+async def test_serve_heals_drift_that_comes_together_in_one_heal(
+    cv: Converge, world: TestWorld
+) -> None:
+    # As under `converge serve`: heals wait heal_gather_window for more of the stack's drift.
+    await cv.create_stack("s", TEMPLATE, drift_policy="heal")
+    handler = cv.engine.drift
+    test, other = (await note_for(cv, "test", {})), (await note_for(cv, "other", {}))
+    world.set_property("OS::Heat::TestResource", test.physical_id, "value", "tampered")
+    world.remove("OS::Heat::Value", other.physical_id)
+    gathering = asyncio.create_task(handler.heal_when_asked(), name="test-heal-when-asked")
+    try:
+        await asyncio.sleep(0)
+        await handler.apply_change(await note_for(cv, "test", {"value": "tampered"}))
+        await handler.apply_change(await note_for(cv, "other", None))
+
+        async def healed() -> bool:
+            stack = await cv.get_stack("s")
+            return stack.stack_status == "UPDATE_COMPLETE"
+
+        await eventually(healed)
+    finally:
+        gathering.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await gathering
+    starts = [
+        e.resource_status_reason
+        for e in await cv.list_events("s", resource_name="s")
+        if "to heal drift" in e.resource_status_reason
+    ]
+    assert starts == ["Stack UPDATE started to heal drift of other, test"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from converge.core.drift import MASK, DriftStatus, compare
+from converge.core.drift import MASK, Drift, DriftStatus, compare, short_digest
 from converge.core.heal import HealHistory, HealPolicy, Verdict, backoff, decide_heal
 
 POLICY = HealPolicy(base_delay=1.0, factor=2.0, max_delay=10.0, max_attempts=4, stable_after=100)
@@ -68,3 +68,12 @@ def test_compare_statuses_and_unobservable_properties() -> None:
     assert drift.status == DriftStatus.MODIFIED
     assert drift.detail["pw"] == {"wanted": MASK, "found": MASK}
     assert drift.describe() == "MODIFIED: a wanted 1, found 2; pw wanted '******', found '******'"
+
+
+def test_content_digests_are_shown_short() -> None:
+    wanted, found = "9efc4ba5997b" + "a" * 52, "92e78d0b0329" + "b" * 52
+    drift = Drift(DriftStatus.MODIFIED, {"content_sha256": {"wanted": wanted, "found": found}})
+    assert drift.describe() == (
+        "MODIFIED: content_sha256 wanted '9efc4ba5997b', found '92e78d0b0329'"
+    )
+    assert short_digest("not a digest") == "not a digest" and short_digest(3) == 3

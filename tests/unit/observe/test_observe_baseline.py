@@ -8,8 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from converge.messages import ChangeKind, ChangeNotification, MessageError
-from converge.observe.baseline import (
+from converge.core.baseline import (
     BaselineEntry,
     Owner,
     Snapshot,
@@ -17,6 +16,7 @@ from converge.observe.baseline import (
     essence_hash,
     observation,
 )
+from converge.messages import ChangeKind, ChangeNotification, MessageError
 
 OWNER = Owner("stack-1", 7, "web")
 

@@ -229,6 +229,18 @@ async def _passes(sync: Synchronizer, type_name: str, count: int) -> None:
         await asyncio.sleep(0.01)
 
 
+async def _called(inventory: Inventory, call: str, timeout: float = 5.0) -> None:
+    """Wait until the plugin was asked (a pass reads the store first, which takes real
+    time: advancing the fake clock before the call would start its timeout too late)."""
+
+    async def asked() -> None:
+        while not any(name == call for name, _ in inventory.calls):
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # the timeout's timer starts right after the call
+
+    await asyncio.wait_for(asked(), timeout)
+
+
 async def test_a_hanging_plugin_is_stopped_by_its_timeout_and_the_rest_goes_on(
     store: SqlStore, bus: LocalBus, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -238,8 +250,8 @@ async def test_a_hanging_plugin_is_stopped_by_its_timeout_and_the_rest_goes_on(
     fine.put("a", v=1)
     with caplog.at_level(logging.WARNING, logger="converge.observe"):
         sampling = asyncio.create_task(sync.sample_once())
-        await asyncio.sleep(0.05)
-        assert sync.status()["T::Listed"].passes == 1  # not held up by the other
+        await asyncio.wait_for(_passes(sync, "T::Listed", 1), 5)  # not held up by the other
+        await _called(stuck, "list_all")
         assert not sampling.done()
         await clock.advance(5.0)
         notes = await asyncio.wait_for(sampling, 5)
@@ -268,11 +280,15 @@ async def test_a_sampler_loop_survives_a_hanging_plugin(
     )
     await sync.start()
     try:
-        await asyncio.sleep(0.02)
+        await _called(stuck, "list_all")
         assert sync.status()["T::Hanging"].passes == 0 and not sync.status()["T::Hanging"].stalled
         await clock.advance(5.0)
-        await asyncio.sleep(0.02)
-        assert sync.status()["T::Hanging"].stalled
+
+        async def stalled() -> None:
+            while not sync.status()["T::Hanging"].stalled:
+                await asyncio.sleep(0.01)
+
+        await asyncio.wait_for(stalled(), 5)
         stuck.release.set()
         await clock.advance(5.0)
         await asyncio.wait_for(_passes(sync, "T::Hanging", 1), 5)

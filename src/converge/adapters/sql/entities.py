@@ -1,7 +1,7 @@
 """The synchronizer's baseline in the SQL store: entities, per-type sequence numbers, CAS.
 
 A pass reads the baseline without locks, compares it with the observation (pure:
-``converge.observe.baseline.compare``), then writes in one transaction that first locks the
+``converge.core.baseline.compare``), then writes in one transaction that first locks the
 type's sequence row: every change whose baseline entry is no longer the one it was computed
 against — another sampler got there first — is dropped (compare-and-swap, so one change gives
 one notification however many samplers saw it). The sequence lock also orders commits, so
@@ -12,24 +12,24 @@ the changes numbered up to the sequence it reports.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from converge.adapters.sql import tables as t
-from converge.adapters.sql.store import SqlStore
-from converge.messages import ChangeKind, ChangeNotification
-from converge.observe.baseline import (
+from converge.core.baseline import (
     BaselineEntry,
+    ChangeKind,
     EntityChange,
     EntityState,
+    ManagedEntity,
     Observation,
     Owner,
     Snapshot,
     compare,
 )
+from converge.messages import ChangeNotification
 
 entity = sa.Table(
     "entity",
@@ -58,19 +58,10 @@ entity_seq = sa.Table(
 # Bound parameters per IN list: well under SQLite's and PostgreSQL's limits.
 _CHUNK = 5000
 
+if TYPE_CHECKING:  # the store makes its entity store (store.py imports this module)
+    from converge.adapters.sql.store import SqlStore
+
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class ManagedEntity:
-    """A resource row of a live stack with a physical id: what a sampler observes."""
-
-    type: str
-    physical_id: str
-    owner: Owner
-    stack_name: str
-    properties: Mapping[str, Any]
-    plugin_data: Mapping[str, Any]
 
 
 class EntityStore:

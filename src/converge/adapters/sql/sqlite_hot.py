@@ -56,6 +56,16 @@ _EVENT = _Table(t.event)
 _REPORT = _Table(t.sync_report)
 
 _SYNC_POINT = "traversal_id = ? AND target_resource_id = ? AND target_is_update = ?"
+# The writer holds the file's lock for the whole transaction (BEGIN IMMEDIATE), so this is
+# atomic here anyway; it is the same statement as PostgreSQL's, where the row lock is what
+# serializes two reporters.
+_COUNT_NEW_REPORT = (
+    "INSERT INTO sync_point "
+    "(traversal_id, target_resource_id, target_is_update, stack_id, received) "
+    "VALUES (?, ?, ?, ?, 1) "
+    "ON CONFLICT (traversal_id, target_resource_id, target_is_update) "
+    "DO UPDATE SET received = sync_point.received + 1 RETURNING received"
+)
 
 
 class SqliteHotPath:
@@ -143,12 +153,31 @@ class SqliteHotPath:
         columns = [c for c in _EVENT.columns if c != "id"]
         raw.executemany(self._event_sql, [[row[c] for c in columns] for row in rows])
 
-    def add_reports(self, raw: sqlite3.Connection, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Insert reports; one already there (a duplicate delivery) is left as it is."""
-        raw.executemany(
-            self._report_sql,
-            [[_REPORT.bind(c, row[c]) for c in _REPORT.columns] for row in rows],
-        )
+    def add_report(self, raw: sqlite3.Connection, row: Mapping[str, Any]) -> bool:
+        """Insert a report; False when it was already there (a duplicate delivery)."""
+        params = [_REPORT.bind(c, row[c]) for c in _REPORT.columns]
+        return raw.execute(self._report_sql, params).rowcount == 1
+
+    def count_new_report(
+        self,
+        raw: sqlite3.Connection,
+        stack_id: str,
+        traversal_id: str,
+        resource_id: int,
+        is_update: bool,
+    ) -> int:
+        """Add one to the sync point's count of predecessors heard from; the new count."""
+        found = raw.execute(_COUNT_NEW_REPORT, (traversal_id, resource_id, is_update, stack_id))
+        return int(found.fetchone()[0])
+
+    def received(
+        self, raw: sqlite3.Connection, traversal_id: str, resource_id: int, is_update: bool
+    ) -> int:
+        found = raw.execute(
+            f"SELECT received FROM sync_point WHERE {_SYNC_POINT}",
+            (traversal_id, resource_id, is_update),
+        ).fetchone()
+        return 0 if found is None else int(found[0])
 
 
 def _insert_sql(table: _Table, columns: Sequence[str]) -> str:

@@ -26,6 +26,8 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
@@ -33,6 +35,7 @@ from sqlalchemy.exc import IntegrityError
 from converge.adapters import json_codec
 from converge.adapters.sql import state_file
 from converge.adapters.sql import tables as t
+from converge.adapters.sql.entities import EntityStore
 from converge.adapters.sql.migrations import SCHEMA_HEAD, SCHEMA_REVISIONS
 from converge.adapters.sql.sqlite_hot import SqliteHotPath
 from converge.core.states import Action, Status
@@ -87,6 +90,29 @@ _SELECT_REPORTS = sa.select(_rep.sender_resource_id, _rep.sender_is_update, _rep
     *_SYNC_POINT
 )
 _COUNT_REPORTS = sa.select(sa.func.count()).select_from(t.sync_report).where(*_SYNC_POINT)
+_sp = t.sync_point.c
+_SELECT_RECEIVED = sa.select(_sp.received).where(
+    _sp.traversal_id == sa.bindparam("traversal_id"),
+    _sp.target_resource_id == sa.bindparam("target_resource_id"),
+    _sp.target_is_update == sa.bindparam("target_is_update"),
+)
+# One more predecessor heard from: the upsert takes the sync point's row lock, so two
+# reporters committing at once are serialized and exactly one sees the last count.
+_COUNT_NEW_REPORT = (
+    postgresql.insert(t.sync_point)
+    .values(
+        traversal_id=sa.bindparam("traversal_id"),
+        target_resource_id=sa.bindparam("target_resource_id"),
+        target_is_update=sa.bindparam("target_is_update"),
+        stack_id=sa.bindparam("stack_id"),
+        received=1,
+    )
+    .on_conflict_do_update(
+        index_elements=[_sp.traversal_id, _sp.target_resource_id, _sp.target_is_update],
+        set_={"received": _sp.received + 1},
+    )
+    .returning(_sp.received)
+)
 _INSERT_EVENT = t.event.insert()
 
 
@@ -120,7 +146,10 @@ class SqlStore:
         self._executor = ThreadPoolExecutor(
             max_workers=workers, thread_name_prefix="converge-store"
         )
-        self._insert_report = self._insert_ignore(t.sync_report)
+        # RETURNING says whether the report was new (rowcount of an upsert is not reliable).
+        self._insert_report = self._insert_ignore(t.sync_report).returning(
+            t.sync_report.c.sender_resource_id
+        )
         # SQLite: the store's one thread keeps its connection (no pool checkout and reset
         # per transaction). PostgreSQL: connections come from the pool, which checks them.
         self._held = threading.local()
@@ -176,16 +205,23 @@ class SqlStore:
             store._bring_schema_up_to_date(read_only=read_only)
         except sa.exc.DBAPIError as exc:
             if store is not None:
-                store._release()
+                store._discard()
             fatal = _fatal(location, exc.orig)
             if fatal is not None:
                 raise fatal from exc
             raise StoreError(f"cannot open the database {location}: {exc.orig}") from exc
         except BaseException:
             if store is not None:
-                store._release()
+                store._discard()
             raise
         return store
+
+    def _discard(self) -> None:
+        """Let go of a store that failed to open (no transaction ran on its threads)."""
+        self._executor.shutdown(wait=True)
+        if self._inline is not None:
+            self._inline.close()
+        self._engine.dispose()
 
     def _bring_schema_up_to_date(self, *, read_only: bool) -> None:
         """Migrate only when the schema is behind: reading its version is one cheap query."""
@@ -208,24 +244,41 @@ class SqlStore:
         self.migrate()
 
     def migrate(self) -> None:
-        config = Config()
-        config.set_main_option("script_location", str(MIGRATIONS))
+        """Bring the schema up to the newest migration; one already there is only read.
+
+        Every CLI command and every engine process opens the store: running Alembic's
+        upgrade each time cost more than most commands' own work.
+        """
         with self._engine.begin() as connection:
+            current = MigrationContext.configure(connection).get_current_revision()
+            if current is not None and current == _head_revision():
+                return
+            config = _alembic_config()
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
 
     async def close(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._executor, self._release)
-        self._executor.shutdown(wait=True)
-
-    def _release(self) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self._release_held)
+        # Transactions still running on the store's threads (their callers may have been
+        # cancelled) end before the pool is disposed: a connection checked out across
+        # dispose() is dropped without being closed.
+        await loop.run_in_executor(None, functools.partial(self._executor.shutdown, wait=True))
         if self._inline is not None:
             self._inline.close()
+        self._engine.dispose()
+
+    def _release_held(self) -> None:
+        """Close the connection the SQLite store thread keeps (run on that thread)."""
         held: Connection | None = getattr(self._held, "conn", None)
         if held is not None:
             held.close()
             self._held.conn = None
-        self._engine.dispose()
+
+    @functools.cached_property
+    def entities(self) -> EntityStore:
+        """The synchronizer's baseline, in the same database and on the same threads."""
+        return EntityStore(self)
 
     @property
     def url(self) -> str:
@@ -644,10 +697,11 @@ class SqlStore:
                     t.stack.c.prev_raw_template_id,
                 ).where(t.stack.c.id == stack_id)
             ).one_or_none()
-            purge = t.sync_report.delete().where(t.sync_report.c.stack_id == stack_id)
-            if current is not None and current.status == str(Status.IN_PROGRESS):
-                purge = purge.where(t.sync_report.c.traversal_id != current.current_traversal)
-            conn.execute(purge)
+            for table in (t.sync_report, t.sync_point):
+                purge = table.delete().where(table.c.stack_id == stack_id)
+                if current is not None and current.status == str(Status.IN_PROGRESS):
+                    purge = purge.where(table.c.traversal_id != current.current_traversal)
+                conn.execute(purge)
             in_use = set(keep) | {
                 value
                 for value in conn.execute(
@@ -687,6 +741,7 @@ class SqlStore:
                 .values(deleted_marker=stack_id, current_deps=None)
             )
             conn.execute(t.sync_report.delete().where(t.sync_report.c.stack_id == stack_id))
+            conn.execute(t.sync_point.delete().where(t.sync_point.c.stack_id == stack_id))
             conn.execute(t.raw_template.delete().where(t.raw_template.c.stack_id == stack_id))
 
     # --- resources -------------------------------------------------------------------
@@ -982,33 +1037,65 @@ class SqlStore:
         reports: Mapping[GraphNode, Mapping[str, Any]],
         expected_counts: Mapping[GraphNode, int],
     ) -> list[GraphNode]:
-        if not reports:
-            return []
-        rows = [
-            {
+        """Store the sender's report to each target; the targets that are now ready.
+
+        A target is ready when this report is the one that completed it: its count of
+        distinct predecessors, incremented only by a first report, reached the expected
+        number. A repeated report (a re-delivered message) does not count again, but
+        re-announces a target that is already complete, so a lost trigger is recovered.
+        Targets are taken in one order by every sender: two senders reporting to the same
+        targets lock their counters in the same order and cannot deadlock.
+        """
+        ready = []
+        for target in sorted(reports):
+            row = {
                 "traversal_id": traversal_id,
                 "target_resource_id": target.resource_id,
                 "target_is_update": target.is_update,
                 "sender_resource_id": sender.resource_id,
                 "sender_is_update": sender.is_update,
                 "stack_id": stack_id,
-                "data": dict(data),
+                "data": dict(reports[target]),
             }
-            for target, data in reports.items()
-        ]
-        raw = self._raw(conn)
-        if raw is not None and self._hot is not None:
-            self._hot.add_reports(raw, rows)
-        else:
-            assert isinstance(conn, Connection)
-            conn.execute(self._insert_report, rows)
-        ready = []
-        for target in reports:
+            is_new = self._add_report(conn, row)
             expected = expected_counts.get(target, 0)
-            # A target waiting for one report (this one, just stored) needs no count.
-            if expected <= 1 or self._count_reports(conn, traversal_id, target) >= expected:
+            if expected <= 1:
+                # Waiting for one report, this one: nothing to count, nobody to race.
+                ready.append(target)
+            elif is_new:
+                if self._count_new_report(conn, stack_id, traversal_id, target) >= expected:
+                    ready.append(target)
+            elif self._received(conn, traversal_id, target) >= expected:
                 ready.append(target)
         return ready
+
+    def _add_report(self, conn: Conn, row: Mapping[str, Any]) -> bool:
+        raw = self._raw(conn)
+        if raw is not None and self._hot is not None:
+            return self._hot.add_report(raw, row)
+        assert isinstance(conn, Connection)
+        return conn.execute(self._insert_report, row).first() is not None
+
+    def _count_new_report(
+        self, conn: Conn, stack_id: str, traversal_id: str, target: GraphNode
+    ) -> int:
+        raw = self._raw(conn)
+        if raw is not None and self._hot is not None:
+            return self._hot.count_new_report(
+                raw, stack_id, traversal_id, target.resource_id, target.is_update
+            )
+        assert isinstance(conn, Connection)
+        params = _sync_point(traversal_id, target)
+        params["stack_id"] = stack_id
+        return int(conn.execute(_COUNT_NEW_REPORT, params).scalar_one())
+
+    def _received(self, conn: Conn, traversal_id: str, target: GraphNode) -> int:
+        raw = self._raw(conn)
+        if raw is not None and self._hot is not None:
+            return self._hot.received(raw, traversal_id, target.resource_id, target.is_update)
+        assert isinstance(conn, Connection)
+        found = conn.execute(_SELECT_RECEIVED, _sync_point(traversal_id, target))
+        return int(found.scalar_one_or_none() or 0)
 
     def _count_reports(self, conn: Conn, traversal_id: str, target: GraphNode) -> int:
         raw = self._raw(conn)
@@ -1181,6 +1268,18 @@ class SqlStore:
 
 
 # --- helpers -------------------------------------------------------------------------
+
+
+def _alembic_config() -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    return config
+
+
+@functools.cache
+def _head_revision() -> str | None:
+    """The newest migration shipped with this code (read from the scripts once)."""
+    return ScriptDirectory.from_config(_alembic_config()).get_current_head()
 
 
 def _create_engine(url: str, *, read_only: bool = False) -> Engine:

@@ -114,6 +114,20 @@ sync_report = Table(
     Column("data", JSON, nullable=False),
 )
 
+# 0005: how many distinct predecessors have reported to a sync point. Readiness is decided
+# by incrementing this row (an upsert that returns the new count), never by counting
+# reports: under READ COMMITTED two predecessors committing at once each counted N-1.
+# The row lock serializes the increments, so exactly one reporter sees the last one.
+sync_point = Table(
+    "sync_point",
+    metadata,
+    Column("traversal_id", String(36), primary_key=True),
+    Column("target_resource_id", Integer, primary_key=True),
+    Column("target_is_update", Boolean, primary_key=True),
+    Column("stack_id", String(36), nullable=False, index=True),
+    Column("received", Integer, nullable=False),
+)
+
 event = Table(
     "event",
     metadata,

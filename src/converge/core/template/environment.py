@@ -315,6 +315,25 @@ def environment_from_data(data: Any, filename: str | None = None) -> Environment
     return merge_environments([*layers, _environment(rest, filename, EMPTY_SOURCE_MAP)])
 
 
+def without_parameter_values(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Stored environment ``data`` with its ``parameters`` emptied (a pure function).
+
+    A delete converges to an empty template, which defines no parameters: the values given
+    for the template being deleted would be refused there, while the registry's hooks (a
+    ``pre-delete`` breakpoint) and ``parameter_defaults`` (never checked against the
+    template) must stay.
+    """
+    result = dict(data)
+    if "parameters" in result:
+        result["parameters"] = {}
+    if isinstance(result.get(LAYERS_SECTION), list):
+        result[LAYERS_SECTION] = [
+            {**layer, "parameters": {}} if isinstance(layer, dict) else layer
+            for layer in result[LAYERS_SECTION]
+        ]
+    return result
+
+
 def _stored_layers(raw: Any, where: Where) -> list[Environment]:
     if not isinstance(raw, list):
         raise where.error(f"{LAYERS_SECTION} must be a list")

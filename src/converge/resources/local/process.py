@@ -6,7 +6,9 @@ for it; its environment carries a marker naming the resource row, so an interrup
 adopts the process it already started instead of starting a second one. Any change of what
 runs (command, environment, directory, log) replaces it: the engine starts the new process
 before this one is stopped. Stopping is graceful: SIGTERM to the process group, SIGKILL
-after ``stop_grace_secs``.
+after ``stop_grace_secs``. A create succeeds only once the process proves it runs
+(``Readiness``): it listens on ``ready_port`` itself, ``ready_file`` exists, or it has lived
+long enough; one that dies first, or is not ready in time, fails the create with its log.
 
 The service's environment is a small base taken from the engine (PATH, HOME, locale, …)
 plus the ``environment`` property; nothing else of the engine's environment leaks into it.
@@ -22,6 +24,7 @@ import shutil
 import signal
 import sys
 from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +45,12 @@ from converge.resources.local.watch import ProcessWatcher
 LAUNCHER = Path(__file__).with_name("launcher.py")
 BASE_VARIABLES = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
 LAUNCH_TIMEOUT = 10.0
+# Without a readiness check, how long a process must live to count as started: long enough
+# for an interpreter to import its program and fail on a taken port on a busy machine.
+DEFAULT_MIN_UPTIME = 1.5
+DEFAULT_READY_TIMEOUT = 30.0
 _POLL = 0.02
+_READY_POLL = 0.03
 
 
 class LocalProcess(ResourcePlugin):
@@ -79,9 +87,28 @@ class LocalProcess(ResourcePlugin):
         ),
         "startup_check_secs": PropertySchema(
             PropertyType.NUMBER,
-            "The process must still run this long after starting for create to succeed.",
-            default=0.2,
+            "The process must still run this long after starting for create to succeed "
+            f"(default {DEFAULT_MIN_UPTIME:g} s, or 0 when ready_port or ready_file is given).",
             constraints=(Constraint("range", {"min": 0, "max": 60}),),
+            update_allowed=True,
+        ),
+        "ready_port": PropertySchema(
+            PropertyType.INTEGER,
+            "Create succeeds once the process itself listens on this TCP port.",
+            constraints=(Constraint("range", {"min": 1, "max": 65535}),),
+            update_allowed=True,
+        ),
+        "ready_file": PropertySchema(
+            PropertyType.STRING,
+            "Create succeeds once this file exists; relative paths start at the first "
+            "allowed root.",
+            update_allowed=True,
+        ),
+        "ready_timeout_secs": PropertySchema(
+            PropertyType.NUMBER,
+            "How long create waits for ready_port or ready_file before it fails.",
+            default=DEFAULT_READY_TIMEOUT,
+            constraints=(Constraint("range", {"min": 0, "max": 3600}),),
             update_allowed=True,
         ),
     }
@@ -104,17 +131,20 @@ class LocalProcess(ResourcePlugin):
                 cwd = confine(properties["working_directory"], roots, allow_root=True)
             except ConfinementError as exc:
                 problems.append(("working_directory", str(exc)))
-        if isinstance(properties.get("log_file"), str):
-            try:
-                confine(properties["log_file"], roots)
-            except ConfinementError as exc:
-                problems.append(("log_file", str(exc)))
+        for name in ("log_file", "ready_file"):
+            if isinstance(properties.get(name), str):
+                try:
+                    confine(properties[name], roots)
+                except ConfinementError as exc:
+                    problems.append((name, str(exc)))
         environment = properties.get("environment")
         if isinstance(environment, Mapping):
             problems.extend(
                 ("environment", message) for message in _environment_problems(environment)
             )
         command = properties.get("command")
+        if isinstance(command, list):
+            problems.extend(("command", message) for message in _command_problems(command))
         program = command[0] if isinstance(command, list) and command else None
         # A relative program path needs the directory: wait for it when it is not known yet.
         if isinstance(program, str) and (
@@ -136,7 +166,7 @@ class LocalProcess(ResourcePlugin):
                 return Outcome(found.physical_id, found.as_data())
             await stop(found, float(properties.get("stop_grace_secs") or 0))
         identity = await _launch(ctx, spec)
-        identity = await _check_startup(ctx, identity, spec["log"], properties)
+        identity = await _await_ready(ctx, identity, spec, properties)
         return Outcome(identity.physical_id, identity.as_data())
 
     async def update(
@@ -181,7 +211,18 @@ def _environment_problems(environment: Mapping[str, Any]) -> list[str]:
             problems.append(f"{key} is reserved: converge marks its processes with it")
         elif not isinstance(value, str | int | float) or isinstance(value, bool):
             problems.append(f"{key}: expected a string value")
+        elif "\0" in str(value):
+            problems.append(f"{key}: the value contains a NUL byte, which no process can receive")
     return problems
+
+
+def _command_problems(command: list[Any]) -> list[str]:
+    # execve takes C strings: a NUL would make the start fail inside the launcher's child.
+    return [
+        f"item {index} contains a NUL byte, which no process can receive"
+        for index, part in enumerate(command)
+        if isinstance(part, str) and "\0" in part
+    ]
 
 
 def resolve_executable(program: str, cwd: Path | None, path: str | None) -> str:
@@ -216,6 +257,9 @@ def launch_spec(ctx: ResourceContext, properties: Mapping[str, Any]) -> dict[str
         argv = [str(part) for part in properties["command"]]
         if not argv:
             raise ValueError("command: expected at least the program")
+        problems = _command_problems(argv)
+        if problems:
+            raise ValueError("command: " + "; ".join(problems))
         executable = resolve_executable(argv[0], cwd, environment.get("PATH"))
     except (ConfinementError, ValueError) as exc:
         raise PermanentFailure(f"{ctx.resource_name}: {exc}") from None
@@ -227,6 +271,25 @@ def launch_spec(ctx: ResourceContext, properties: Mapping[str, Any]) -> dict[str
     asked = json.dumps([argv, env, str(cwd), log], sort_keys=True).encode()
     env[procfs.SPEC_VARIABLE] = hashlib.sha256(asked).hexdigest()[:16]
     return {"executable": executable, "argv": argv, "env": env, "cwd": str(cwd), "log": log}
+
+
+def readiness(ctx: ResourceContext, properties: Mapping[str, Any]) -> Readiness:
+    """What proves the process started, from its properties (late values checked here)."""
+    ready_file = properties.get("ready_file")
+    try:
+        path = confine(ready_file, ctx.allowed_roots) if ready_file else None
+    except ConfinementError as exc:
+        raise PermanentFailure(f"{ctx.resource_name}: ready_file: {exc}") from None
+    port = properties.get("ready_port")
+    uptime = properties.get("startup_check_secs")
+    if uptime is None:
+        uptime = 0.0 if port is not None or path is not None else DEFAULT_MIN_UPTIME
+    return Readiness(
+        port=None if port is None else int(port),
+        file=path,
+        min_uptime=float(uptime),
+        timeout=float(properties.get("ready_timeout_secs", DEFAULT_READY_TIMEOUT)),
+    )
 
 
 async def _launch(ctx: ResourceContext, spec: Mapping[str, Any]) -> procfs.ProcessIdentity:
@@ -294,23 +357,56 @@ async def _run_launcher(ctx: ResourceContext, spec: Mapping[str, Any]) -> procfs
     return identity
 
 
-async def _check_startup(
+@dataclass(frozen=True)
+class Readiness:
+    """A started process counts as running once it has lived ``min_uptime`` seconds and,
+    when given, listens on ``port`` and ``file`` exists; both within ``timeout``."""
+
+    port: int | None
+    file: Path | None
+    min_uptime: float
+    timeout: float
+
+    def missing(self, identity: procfs.ProcessIdentity) -> str | None:
+        """What is not there yet (a phrase for the error), or None when ready."""
+        if self.port is not None and not procfs.is_listening(identity.pid, self.port):
+            return f"it does not listen on port {self.port}"
+        if self.file is not None and not self.file.exists():
+            return f"{self.file} does not exist"
+        return None
+
+
+async def _await_ready(
     ctx: ResourceContext,
     identity: procfs.ProcessIdentity,
-    log: str,
+    spec: Mapping[str, Any],
     properties: Mapping[str, Any],
 ) -> procfs.ProcessIdentity:
-    """Fail create when the process dies right away; else its identity as it settled
+    """Fail create unless the process proves it runs; else its identity as it settled
     (the command line as it reads after any re-exec of a wrapper)."""
-    wait = float(properties.get("startup_check_secs") or 0)
-    if wait > 0:
-        await asyncio.sleep(wait)  # real time: the process lives in the real world
-    settled = procfs.read(identity.pid)
-    if settled is None or settled != identity:
-        raise PermanentFailure(
-            f"{ctx.resource_name}: {identity.cmdline[0]} exited during startup{_log_tail(log)}"
-        )
-    return settled
+    ready = readiness(ctx, properties)
+    loop = asyncio.get_running_loop()
+    started = loop.time()  # real time: the process lives in the real world
+    program = identity.cmdline[0] if identity.cmdline else spec["argv"][0]
+    while True:
+        settled = procfs.read(identity.pid)
+        if settled is None or settled != identity:
+            raise PermanentFailure(
+                f"{ctx.resource_name}: {program} exited during startup{_log_tail(spec['log'])}"
+            )
+        missing = await asyncio.to_thread(ready.missing, identity)
+        elapsed = loop.time() - started
+        if missing is None and elapsed >= ready.min_uptime:
+            return settled
+        if missing is not None and elapsed >= ready.timeout:
+            # Not ready is not running: stop it, or a failed create would leave it behind.
+            await stop(identity, float(properties.get("stop_grace_secs") or 0))
+            raise PermanentFailure(
+                f"{ctx.resource_name}: {program} was not ready after {ready.timeout:g} s: "
+                f"{missing} (ready_timeout_secs){_log_tail(spec['log'])}"
+            )
+        pause = _READY_POLL if missing is not None else ready.min_uptime - elapsed
+        await asyncio.sleep(max(0.0, min(pause, _READY_POLL * 10)))
 
 
 def _log_tail(log: str) -> str:

@@ -12,7 +12,7 @@ still what the template asks for.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -97,6 +97,62 @@ def find_marked(marker: str) -> list[tuple[ProcessIdentity, str | None]]:
         found.append((identity, spec))
     found.sort(key=lambda item: (item[0].pid != _session_of(item[0].pid), item[0].pid))
     return found
+
+
+_TCP_LISTEN = "0A"
+
+
+def is_listening(session: int, port: int) -> bool:
+    """Whether a process of ``session`` holds a TCP socket listening on ``port``.
+
+    Connecting is no proof: with the port taken, the connection reaches someone else's
+    server. The socket's inode, from /proc/net/tcp{,6}, must be one of the session's fds.
+    """
+    inodes = _listening_inodes(port)
+    if not inodes:
+        return False
+    return any(_holds_any(pid, inodes) for pid in _session_members(session))
+
+
+def _listening_inodes(port: int) -> set[str]:
+    inodes: set[str] = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            lines = (PROC / "net" / table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            # sl local_address rem_address st ... inode (the 10th field)
+            listening = len(fields) > 9 and fields[3] == _TCP_LISTEN
+            if listening and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(fields[9])
+    return inodes
+
+
+def _session_members(session: int) -> Iterator[int]:
+    """The session leader first (the usual listener), then, lazily, the rest of its session."""
+    yield session
+    for entry in PROC.iterdir():
+        pid = int(entry.name) if entry.name.isdigit() else session
+        if pid != session and _session_of(pid) == session:
+            yield pid
+
+
+def _holds_any(pid: int, inodes: set[str]) -> bool:
+    fd_dir = PROC / str(pid) / "fd"
+    try:
+        names = os.listdir(fd_dir)
+    except OSError:
+        return False
+    for name in names:
+        try:
+            target = os.readlink(fd_dir / name)
+        except OSError:
+            continue
+        if target.startswith("socket:[") and target[8:-1] in inodes:
+            return True
+    return False
 
 
 def _session_of(pid: int) -> int:

@@ -42,6 +42,7 @@ WHERE NOT d.datistemplate
 
 class PostgresDatabase(ResourcePlugin):
     type_name = "PostgreSQL::Database"
+    requires_packages = {"psycopg": "postgres"}
     description = "A database on a PostgreSQL server."
     properties_schema = {
         "name": PropertySchema(

@@ -47,6 +47,7 @@ FROM pg_roles r
 
 class PostgresRole(ResourcePlugin):
     type_name = "PostgreSQL::Role"
+    requires_packages = {"psycopg": "postgres"}
     description = "A role (user or group) on a PostgreSQL server."
     properties_schema = {
         "name": PropertySchema(

@@ -10,9 +10,14 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, NamedTuple
 
-from converge.messages import ChangeKind
+
+class ChangeKind(StrEnum):
+    APPEARED = "appeared"
+    CHANGED = "changed"
+    GONE = "gone"
 
 
 @dataclass(frozen=True)
@@ -22,6 +27,18 @@ class Owner:
     stack_id: str
     resource_id: int
     resource_name: str
+
+
+@dataclass(frozen=True)
+class ManagedEntity:
+    """A resource row of a live stack with a physical id: what a sampler observes."""
+
+    type: str
+    physical_id: str
+    owner: Owner
+    stack_name: str
+    properties: Mapping[str, Any]
+    plugin_data: Mapping[str, Any]
 
 
 # Observation and BaselineEntry are named tuples, not dataclasses: a pass makes one per

@@ -1,6 +1,6 @@
 """Service rows say which process they are (boot and start time), not only its pid.
 
-Revision ID: 0006
+Revision ID: 0007
 """
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0006"
-down_revision = "0005_api_tokens"
+revision = "0007"
+down_revision = "0006_sync_counter"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,276 @@
+"""The RabbitMQ bus (aio-pika): work queues with competing consumers, notifications by topic.
+
+Work goes to one durable queue that every worker consumes (competing consumers, fair
+prefetch), or to a host's own queue when the work may only be done on that machine.
+Messages are persistent and published with confirms; a worker acknowledges a message only
+when the work it started is done (its result committed), so a worker that dies mid-work
+leaves the message to be delivered again, and checking a node again is harmless.
+
+Notifications go to a topic exchange, routed by topic (``entity.<type>``,
+``stack.settled``): a subscriber binds its own queue to the topics it wants, and
+``subscribe`` returns once the broker has confirmed the binding.
+
+The connection is robust: after a broker restart it reconnects and restores queues,
+bindings and consumers. Anything sent while it is down is waited for a while, then
+dropped with a warning; messages are hints, and the sweeper re-sends ready work from the
+database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aio_pika
+from aio_pika.abc import (
+    AbstractChannel,
+    AbstractExchange,
+    AbstractIncomingMessage,
+    AbstractQueue,
+    AbstractRobustConnection,
+)
+from aio_pika.exceptions import AMQPError, ChannelInvalidStateError
+
+from converge.adapters import json_codec
+from converge.errors import ConvergeError
+from converge.ports import WorkHandler
+
+log = logging.getLogger("converge.adapters.amqp")
+
+ALL_TOPICS = "*"
+_SEND_ERRORS = (AMQPError, ChannelInvalidStateError, ConnectionError, asyncio.TimeoutError)
+
+
+class BusError(ConvergeError):
+    """The broker cannot be reached or refused what was asked of it."""
+
+
+class AmqpBus:
+    """The bus over one robust connection to RabbitMQ.
+
+    ``namespace`` prefixes every queue and exchange (several deployments, or tests, can
+    share one broker); ``host`` names this machine's own work queue.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        namespace: str = "converge",
+        host: str | None = None,
+        prefetch: int = 64,
+        send_timeout: float = 10.0,
+        reconnect_interval: float = 1.0,
+    ) -> None:
+        self._url = url
+        self.namespace = namespace
+        self.host = host or socket.gethostname()
+        self._prefetch = prefetch
+        self._send_timeout = send_timeout
+        self._reconnect_interval = reconnect_interval
+        self._connection: AbstractRobustConnection | None = None
+        self._publishing: AbstractChannel | None = None
+        self._notifications: AbstractExchange | None = None
+        self._work_channel: AbstractChannel | None = None
+        self._handler: WorkHandler | None = None
+        self._declared_host_queues: set[str] = set()
+
+    # --- names -------------------------------------------------------------------------
+
+    @property
+    def work_queue(self) -> str:
+        return f"{self.namespace}.work"
+
+    def host_queue(self, host: str) -> str:
+        return f"{self.namespace}.work.host.{host}"
+
+    @property
+    def exchange_name(self) -> str:
+        return f"{self.namespace}.notifications"
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    async def connect(self) -> None:
+        """Connect and declare the exchange and the shared work queue (idempotent)."""
+        if self._connection is not None:
+            return
+        try:
+            connection = await aio_pika.connect_robust(
+                self._url,
+                timeout=self._send_timeout,
+                reconnect_interval=self._reconnect_interval,
+                client_properties={"connection_name": f"converge {self.namespace} {self.host}"},
+            )
+        except (TimeoutError, AMQPError, OSError) as exc:
+            raise BusError(f"cannot connect to the broker {_safe(self._url)}: {exc}") from exc
+        self._connection = connection
+        self._publishing = await connection.channel(publisher_confirms=True)
+        self._notifications = await self._publishing.declare_exchange(
+            self.exchange_name, aio_pika.ExchangeType.TOPIC, durable=True
+        )
+        await self._declare_work_queue(self._publishing, self.work_queue)
+
+    async def start(self, work_handler: WorkHandler) -> None:
+        """Consume the shared work queue and this host's own, at most ``prefetch`` at once."""
+        await self.connect()
+        assert self._connection is not None
+        self._handler = work_handler
+        self._work_channel = await self._connection.channel()
+        await self._work_channel.set_qos(prefetch_count=self._prefetch)
+        for name in (self.work_queue, self.host_queue(self.host)):
+            queue = await self._declare_work_queue(self._work_channel, name)
+            await queue.consume(self._deliver)
+
+    async def close(self) -> None:
+        self._handler = None
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            await connection.close()
+
+    async def __aenter__(self) -> AmqpBus:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # --- work --------------------------------------------------------------------------
+
+    async def send_work(self, message: dict[str, Any], *, host: str | None = None) -> None:
+        await self.connect()
+        assert self._publishing is not None
+        queue = self.work_queue if host is None else self.host_queue(host)
+        if host is not None and queue not in self._declared_host_queues:
+            # Durable before the first message, so work for a host not running yet waits.
+            await self._declare_work_queue(self._publishing, queue)
+            self._declared_host_queues.add(queue)
+        body = aio_pika.Message(
+            json_codec.dumps(message).encode(),
+            content_type="application/json",
+            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+        )
+        channel = self._publishing
+        await self._send(lambda: channel.default_exchange.publish(body, routing_key=queue), queue)
+
+    async def _deliver(self, incoming: AbstractIncomingMessage) -> None:
+        """One work message: start it, wait until it is done, then acknowledge it."""
+        handler = self._handler
+        if handler is None:
+            return  # closing: unacknowledged, so the broker gives it to another worker
+        try:
+            data = json_codec.loads(incoming.body)
+        except ValueError:
+            log.error("dropped an unreadable work message: %r", incoming.body[:200])
+            await incoming.reject(requeue=False)
+            return
+        try:
+            # Shielded: a broker hiccup that ends this delivery must not cancel a resource
+            # action half-way (unacknowledged, the message comes back and finds it done).
+            await asyncio.shield(handler(data))
+        except Exception:
+            # A bug in the handler: acknowledged all the same, or the message would come
+            # back forever; the sweeper re-sends the node from the database.
+            log.exception("work handler failed")
+        try:
+            await incoming.ack()
+        except _SEND_ERRORS as exc:
+            # The channel went away meanwhile: the broker delivers it again, and the
+            # repeated check finds the work done.
+            log.info("could not acknowledge a work message: %s", exc)
+
+    async def _declare_work_queue(self, channel: AbstractChannel, name: str) -> AbstractQueue:
+        return await channel.declare_queue(name, durable=True)
+
+    # --- notifications -----------------------------------------------------------------
+
+    async def publish(self, topic: str, message: dict[str, Any]) -> None:
+        await self.connect()
+        exchange = self._notifications
+        assert exchange is not None
+        body = aio_pika.Message(json_codec.dumps(message).encode(), content_type="application/json")
+        await self._send(lambda: exchange.publish(body, routing_key=topic), topic)
+
+    async def subscribe(self, topic: str) -> AmqpSubscription:
+        """Bind a queue of this subscriber's own to ``topic``; returns once it is bound."""
+        await self.connect()
+        assert self._connection is not None
+        channel = await self._connection.channel()
+        queue = await channel.declare_queue(exclusive=True, auto_delete=True)
+        subscription = AmqpSubscription(channel, queue)
+        await queue.bind(self.exchange_name, routing_key="#" if topic == ALL_TOPICS else topic)
+        await subscription.start()
+        return subscription
+
+    # --- sending through outages -------------------------------------------------------
+
+    async def _send(self, publish: Any, where: str) -> None:
+        """Publish, waiting out a reconnection up to ``send_timeout``; then give up quietly."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._send_timeout
+        while True:
+            try:
+                await asyncio.wait_for(publish(), max(0.1, deadline - loop.time()))
+                return
+            except _SEND_ERRORS as exc:
+                if loop.time() >= deadline or self._connection is None:
+                    log.warning("dropped a message to %s, broker unavailable: %s", where, exc)
+                    return
+                await self._reconnected(deadline - loop.time())
+
+    async def _reconnected(self, within: float) -> None:
+        connection = self._connection
+        if connection is None:
+            return
+        await asyncio.sleep(min(self._reconnect_interval, max(0.0, within)))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(connection.connected.wait(), max(0.1, within))
+
+
+class AmqpSubscription:
+    """A subscriber's exclusive queue and its channel; iterate for the notifications."""
+
+    def __init__(self, channel: AbstractChannel, queue: AbstractQueue) -> None:
+        self._channel = channel
+        self._queue = queue
+        self._received: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self._closed = False
+
+    async def start(self) -> None:
+        await self._queue.consume(self._on_message, no_ack=True)
+
+    async def _on_message(self, incoming: AbstractIncomingMessage) -> None:
+        try:
+            self._received.put_nowait(json_codec.loads(incoming.body))
+        except ValueError:
+            log.warning("dropped an unreadable notification: %r", incoming.body[:200])
+
+    async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+        while True:
+            message = await self._received.get()
+            if message is None:
+                self._received.put_nowait(None)
+                return
+            yield message
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._received.put_nowait(None)
+        if not self._channel.is_closed:
+            with contextlib.suppress(*_SEND_ERRORS):  # gone with the connection: so is the queue
+                await self._channel.close()
+
+
+def _safe(url: str) -> str:
+    """The broker URL without its password."""
+    scheme, sep, rest = url.partition("://")
+    if "@" not in rest:
+        return url
+    credentials, _, location = rest.rpartition("@")
+    user = credentials.split(":", 1)[0]
+    return f"{scheme}{sep}{user}@{location}"
