@@ -83,3 +83,20 @@ async def test_what_converge_made_with_adopt_true_is_still_deleted(
     stack = await cv.delete_stack("fresh")
     assert stack.stack_status == "DELETE_COMPLETE", stack.stack_status_reason
     assert not (root / "data").exists()
+
+
+async def test_an_adopted_directory_is_deleted_only_when_the_template_says_delete(
+    cv: Converge, root: Path
+) -> None:
+    # The default deletion_policy hands an adopted thing back; a written-out Delete is the
+    # template's explicit word that it may go (as for PostgreSQL roles and databases).
+    (root / "data").mkdir()
+    (root / "data" / "old").write_text("before converge\n")
+    explicit = template(adopt=True)
+    for resource in explicit["resources"].values():
+        resource["deletion_policy"] = "Delete"
+    stack = await cv.create_stack("explicit", explicit)
+    assert stack.stack_status == "CREATE_COMPLETE", stack.stack_status_reason
+    stack = await cv.delete_stack("explicit")
+    assert stack.stack_status == "DELETE_COMPLETE", stack.stack_status_reason
+    assert not (root / "data").exists()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -58,19 +58,27 @@ def compare(
     wanted: Mapping[str, Any],
     found: Mapping[str, Any] | None,
     hidden: Collection[str] = (),
+    conceals: Callable[[Any], bool] | None = None,
 ) -> Drift:
     """Compare the essence of what was applied with the essence of what is there.
 
     ``found`` None means the real thing is gone. Only properties present in ``found`` are
-    compared: a property the type cannot observe is not drift. Purely computational.
+    compared: a property the type cannot observe is not drift. Values of ``hidden``
+    properties, and values ``conceals`` recognises (from hidden parameters), are masked.
+    Purely computational.
     """
     if found is None:
         return Drift(DriftStatus.DELETED)
+
+    def masked(name: str, before: Any, after: Any) -> bool:
+        return name in hidden or (conceals is not None and (conceals(before) or conceals(after)))
+
     detail = {
-        name: {
-            "wanted": MASK if name in hidden else wanted.get(name),
-            "found": MASK if name in hidden else value,
-        }
+        name: (
+            {"wanted": MASK, "found": MASK}
+            if masked(name, wanted.get(name), value)
+            else {"wanted": wanted.get(name), "found": value}
+        )
         for name, value in sorted(found.items())
         if wanted.get(name) != value
     }

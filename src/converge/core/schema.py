@@ -14,6 +14,7 @@ from converge.core.custom_constraints import (
     custom_constraint_name_problem,
     custom_constraint_problem,
 )
+from converge.core.hidden import SHOWN_AS
 from converge.core.patterns import PatternError, compile_pattern, matches_whole
 
 
@@ -117,6 +118,24 @@ class Violation:
 
 def _never_deferred(value: Any) -> bool:
     return False
+
+
+def _never_concealed(value: Any) -> bool:
+    return False
+
+
+def _always_concealed(value: Any) -> bool:
+    return True
+
+
+_EXPECTED = {
+    PropertyType.STRING: "a string",
+    PropertyType.INTEGER: "an integer",
+    PropertyType.NUMBER: "a number",
+    PropertyType.BOOLEAN: "a boolean",
+    PropertyType.LIST: "a list",
+    PropertyType.MAP: "a map",
+}
 
 
 def type_word(value: Any) -> str:
@@ -352,35 +371,45 @@ def coerce_property(
     *,
     is_deferred: Callable[[Any], bool] = _never_deferred,
     path: tuple[PathPart, ...] = (),
+    conceals: Callable[[Any], bool] = _never_concealed,
 ) -> tuple[Any, list[Violation]]:
     """``value`` converted to the schema's type and checked against its constraints.
 
     Values for which ``is_deferred`` is true (function calls not evaluated yet) are left
-    as they are; containers are checked around them.
+    as they are; containers are checked around them. A value the schema declares hidden,
+    or one ``conceals`` recognises (from a hidden parameter), is never quoted in a message.
     """
     if is_deferred(value):
         return value, []
+    hidden = schema.hidden or conceals(value)
     try:
         coerced = _coerce_scalar(value, schema.type)
     except ValueError as exc:
+        if hidden:
+            return value, [Violation(path, f"expected {_EXPECTED[schema.type]}, got {SHOWN_AS}")]
         return value, [Violation(path, str(exc))]
+    inside = _always_concealed if schema.hidden else conceals
     problems: list[Violation] = []
     if schema.type is PropertyType.LIST and schema.item_schema is not None:
         items = []
         for index, item in enumerate(coerced):
             item_value, item_problems = coerce_property(
-                item, schema.item_schema, is_deferred=is_deferred, path=(*path, index)
+                item,
+                schema.item_schema,
+                is_deferred=is_deferred,
+                path=(*path, index),
+                conceals=inside,
             )
             items.append(item_value)
             problems.extend(item_problems)
         coerced = items
     elif schema.type is PropertyType.MAP and schema.map_schema is not None:
         coerced, map_problems = validate_properties(
-            coerced, schema.map_schema, is_deferred=is_deferred, path=path
+            coerced, schema.map_schema, is_deferred=is_deferred, path=path, conceals=inside
         )
         problems.extend(map_problems)
     if not problems and schema.constraints and not _contains_deferred(coerced, is_deferred):
-        message = check_constraints(coerced, schema.constraints, show_value=not schema.hidden)
+        message = check_constraints(coerced, schema.constraints, show_value=not hidden)
         if message is not None:
             problems.append(Violation(path, message))
     return coerced, problems
@@ -403,6 +432,7 @@ def validate_properties(
     is_deferred: Callable[[Any], bool] = _never_deferred,
     path: tuple[PathPart, ...] = (),
     open_properties: bool = False,
+    conceals: Callable[[Any], bool] = _never_concealed,
 ) -> tuple[dict[str, Any], list[Violation]]:
     """Properties coerced to their schemas with defaults applied, and every problem found.
 
@@ -424,7 +454,7 @@ def validate_properties(
         if value is None:
             continue
         coerced, value_problems = coerce_property(
-            value, schema, is_deferred=is_deferred, path=(*path, name)
+            value, schema, is_deferred=is_deferred, path=(*path, name), conceals=conceals
         )
         result[name] = coerced
         problems.extend(value_problems)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from converge.core.hidden import NOTHING_HIDDEN, HiddenValues
 from converge.core.states import Action
 from converge.core.template import (
     StackDefinition,
@@ -18,6 +19,7 @@ from converge.core.template import (
 from converge.core.traversal import GraphNode, TraversalGraph
 from converge.engine.cache import AsyncLru
 from converge.engine.settings import EngineSettings
+from converge.errors import ConvergeError
 from converge.messages import CheckResource
 from converge.ports import Bus, Clock, Store
 from converge.records import ResourceRecord
@@ -63,6 +65,16 @@ class EngineContext:
             identity=StackIdentity(stack.name, stack.id, stack.project_id),
             schemas=self.registry,
         )
+
+    async def hidden_values(self, template_id: int | None) -> HiddenValues:
+        """The hidden parameter values of a stored template, to keep out of messages;
+        none when there is no template or it cannot be prepared again."""
+        if template_id is None:
+            return NOTHING_HIDDEN
+        try:
+            return (await self.definitions.get(template_id)).hidden_values
+        except ConvergeError:
+            return NOTHING_HIDDEN
 
     async def _load_graph(self, key: tuple[str, str]) -> TraversalGraph | None:
         stack_id, traversal_id = key

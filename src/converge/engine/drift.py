@@ -182,7 +182,8 @@ class DriftHandler:
             return False
         plugin = self.ctx.registry.plugin(row.type)
         hidden = frozenset(n for n, p in plugin.properties_schema.items() if p.hidden)
-        drift = compare(plugin.essence(row.properties_data), essence, hidden)
+        concealed = (await self.ctx.hidden_values(row.current_template_id)).conceals
+        drift = compare(plugin.essence(row.properties_data), essence, hidden, concealed)
         if not await self._record(stack, row, drift, observed_at):
             return False
         return drift.status != DriftStatus.IN_SYNC and stack.drift_policy == DriftPolicy.HEAL

@@ -100,7 +100,9 @@ def plugin_problems(
         known = _known_properties(resource.properties)
         unknown = frozenset(resource.properties or ()) - known.keys()
         for name, message in plugin.validate(known, replace(context, unknown=unknown)):
-            problems.append(resource.where.child("properties", name).error(message))
+            # A plugin's message may quote a value from a hidden parameter.
+            shown = definition.hidden_values.scrub(message)
+            problems.append(resource.where.child("properties", name).error(shown))
     return problems
 
 

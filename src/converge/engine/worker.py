@@ -34,6 +34,7 @@ from converge.engine.inputs import ReportedData
 from converge.engine.nested import NestedStackService
 from converge.engine.operations import StackOperations
 from converge.errors import (
+    ConvergeError,
     NotFound,
     PermanentFailure,
     ReplacementRequired,
@@ -144,9 +145,11 @@ class Worker:
         try:
             properties = resource.resolve_properties(data)
         except TemplateError as exc:
-            await self._fail_resource(
-                stack, target, action, f"Error: resources.{target.name}: {exc}"
-            )
+            # The action starts and fails at once (a settled row cannot fail unstarted).
+            claimed = await self._claim(stack, target, action, "state changed")
+            if claimed is not None:
+                reason = f"Error: resources.{target.name}: {exc}"
+                await self._fail_resource(stack, claimed, action, reason)
             return
         plugin = await self._plugin_or_fail(stack, target, resource.implementation_type, action)
         if plugin is None:
@@ -284,7 +287,13 @@ class Worker:
         except ActionFailed as failed:
             raise ActionFailed(f"{failed.reason} (while observing its reality)") from failed
         essence = None if live is None else dict(plugin.essence(live))
-        drift = compare(plugin.essence(row.properties_data), essence, _hidden_properties(plugin))
+        hidden_values = await self.ctx.hidden_values(row.current_template_id)
+        drift = compare(
+            plugin.essence(row.properties_data),
+            essence,
+            _hidden_properties(plugin),
+            hidden_values.conceals,
+        )
         if drift.status == DriftStatus.IN_SYNC:
             return Observation(essence, drift, MISSING)  # decide as without reality
         if live is None:
@@ -326,10 +335,20 @@ class Worker:
     ) -> None:
         """Claim the row, run create or update, store the result and report it."""
         while True:
-            claimed = await self._claim(stack, target, action, "state changed")
+            # Before a create, what it is made from is stored as its intent: a create that
+            # fails or is interrupted before it records an id can still be found and
+            # deleted (the server it was made on, the name it was given), after what it
+            # depends on has been deleted in reverse order.
+            intent = None
+            if action == Action.CREATE and not target.physical_resource_id:
+                intent = {"properties_data": dict(properties), "requires": requires}
+            # Marked ours before the claim is visible: a repeated check of this row that
+            # reads the claim must see this process at work, not a claim left by a crash.
+            self._active[target.id] = stack.current_traversal
+            claimed = await self._claim(stack, target, action, "state changed", intent=intent)
             if claimed is None:
+                self._active.pop(target.id, None)
                 return
-            self._active[claimed.id] = stack.current_traversal
             try:
                 ctx = dataclasses.replace(
                     self._context(stack, claimed), update_policy=resource.update_policy
@@ -535,12 +554,16 @@ class Worker:
         plugin = await self._plugin_or_fail(stack, row, row.type, Action.DELETE)
         if plugin is None:
             return
+        self._active[row.id] = stack.current_traversal  # before the claim is visible
         claimed = await self._claim(stack, row, Action.DELETE, decision.reason)
         if claimed is None:
+            self._active.pop(row.id, None)
             return
-        self._active[claimed.id] = stack.current_traversal
         try:
-            ctx = self._context(stack, claimed)
+            ctx = dataclasses.replace(
+                self._context(stack, claimed),
+                deletion_policy=await self._stated_deletion_policy(claimed),
+            )
             await self._run(stack, claimed, plugin.delete, ctx, applied_state(claimed))
         except ActionFailed as failed:
             await self._fail_resource(stack, claimed, Action.DELETE, failed.reason)
@@ -565,6 +588,20 @@ class Worker:
             ],
         )
 
+    async def _stated_deletion_policy(self, row: ResourceRecord) -> str | None:
+        """The deletion_policy the template that last converged ``row`` wrote out; None when
+        it left the default (or that template cannot be read: the safe answer)."""
+        if row.current_template_id is None:
+            return None
+        try:
+            definition = await self.ctx.definitions.get(row.current_template_id)
+        except ConvergeError:
+            return None
+        resource = definition.resources.get(row.name)
+        if resource is None or not resource.deletion_policy_stated:
+            return None
+        return resource.deletion_policy
+
     # --- shared steps ------------------------------------------------------------------
 
     async def _plugin_or_fail(
@@ -583,20 +620,30 @@ class Worker:
             return None
 
     async def _claim(
-        self, stack: StackRecord, row: ResourceRecord, action: Action, reason: str
+        self,
+        stack: StackRecord,
+        row: ResourceRecord,
+        action: Action,
+        reason: str,
+        *,
+        intent: Mapping[str, Any] | None = None,
     ) -> ResourceRecord | None:
-        """Take the row for this engine (compare-and-swap) and mark the action started."""
+        """Take the row for this engine (compare-and-swap) and mark the action started;
+        ``intent`` holds columns to store with the claim (a create's properties, requires)."""
         check_resource_transition(row.name, (row.action, row.status), (action, Status.IN_PROGRESS))
+        changes: dict[str, Any] = {
+            "engine_id": self.ctx.engine_id,
+            "action": action,
+            "status": Status.IN_PROGRESS,
+            "status_reason": reason,
+            "hook_pending": None,
+        }
+        if intent is not None:
+            changes.update(intent)
         return await self.ctx.store.update_resource(
             row.id,
             row.atomic_key,
-            {
-                "engine_id": self.ctx.engine_id,
-                "action": action,
-                "status": Status.IN_PROGRESS,
-                "status_reason": reason,
-                "hook_pending": None,
-            },
+            changes,
             events=[_event(row, action, Status.IN_PROGRESS, reason, row.physical_resource_id)],
             stack_id=stack.id,
             current=row,
@@ -695,6 +742,7 @@ class Worker:
         self, stack: StackRecord, row: ResourceRecord, action: Action, reason: str
     ) -> None:
         check_resource_transition(row.name, (row.action, row.status), (action, Status.FAILED))
+        reason = await self._without_hidden_values(stack, row, reason)
         failed = await self.ctx.store.update_resource(
             row.id,
             row.atomic_key,
@@ -720,6 +768,16 @@ class Worker:
         current = await self.ctx.store.get_stack(stack.id)
         if current.current_traversal not in ("", stack.current_traversal):
             await self.retrigger(stack.id, current.current_traversal, {row.id})
+
+    async def _without_hidden_values(
+        self, stack: StackRecord, row: ResourceRecord, reason: str
+    ) -> str:
+        """A failure's reason with the stack's hidden parameter values masked: a plugin's
+        message may quote a value that came from one (a role name, a path)."""
+        ids = {stack.raw_template_id, row.current_template_id}
+        for template_id in sorted(i for i in ids if i is not None):
+            reason = (await self.ctx.hidden_values(template_id)).scrub(reason)
+        return reason
 
     async def _run(
         self,

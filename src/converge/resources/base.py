@@ -106,6 +106,10 @@ class ResourceContext:
     converge: bool = False
     # The resource's ``update_policy`` section, evaluated (a group's rolling update).
     update_policy: Any = None
+    # On delete: the deletion_policy the resource's template wrote out (``Delete``,
+    # ``Snapshot``); None when it left the default. Lets a plugin keep what it adopted
+    # unless told explicitly to delete it.
+    deletion_policy: str | None = None
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (None: no deadline)."""

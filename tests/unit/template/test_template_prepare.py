@@ -92,7 +92,8 @@ def test_definitions(schemas: StaticTypeSchemas, identity: StackIdentity) -> Non
     assert db.requires == frozenset()
     assert web.depends_on == ("db",)
     assert web.requires == {"db"}
-    assert web.deletion_policy == "Retain"
+    assert web.deletion_policy == "Retain" and web.deletion_policy_stated
+    assert db.deletion_policy == "Delete" and not db.deletion_policy_stated
     assert web.metadata == {"role": "web"}
     assert definition.resources["all"].requires == {"web"}
     assert web.where.line == 10

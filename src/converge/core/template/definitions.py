@@ -9,6 +9,7 @@ from functools import cached_property
 from typing import Any
 
 from converge.core.graph import DependencyGraph
+from converge.core.hidden import NOTHING_HIDDEN, HiddenValues
 from converge.core.schema import ResourceTypeSchema, validate_properties
 from converge.core.template.context import DataContext, ResourceData, StackScope
 from converge.core.template.environment import Environment
@@ -42,6 +43,8 @@ class ResourceDefinition:
     requires: frozenset[str] = frozenset()  # explicit and implicit
     metadata: Any = None
     deletion_policy: str = "Delete"
+    deletion_policy_stated: bool = False  # written in the template, not the default
+    hidden_values: HiddenValues = field(default=NOTHING_HIDDEN, repr=False, compare=False)
     update_policy: Any = None
     external_id: Any = None
     description: str = ""
@@ -68,7 +71,10 @@ class ResourceDefinition:
         if self.schema is None:
             return dict(values)
         coerced, problems = validate_properties(
-            values, self.schema.properties, open_properties=self.schema.open_properties
+            values,
+            self.schema.properties,
+            open_properties=self.schema.open_properties,
+            conceals=self.hidden_values.conceals,
         )
         if problems:
             base = self.where.child(key)
@@ -109,6 +115,7 @@ class StackDefinition:
     conditions: Mapping[str, bool] = field(default_factory=dict)
     hidden_parameters: frozenset[str] = frozenset()
     parameter_types: Mapping[str, str] = field(default_factory=dict)
+    hidden_values: HiddenValues = field(default=NOTHING_HIDDEN, repr=False, compare=False)
     notes: tuple[str, ...] = ()  # things accepted without effect (event_sinks, …)
     environment: Environment | None = field(default=None, repr=False, compare=False)
 

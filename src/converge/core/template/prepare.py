@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from converge.core.custom_constraints import ConstraintContext, unchecked_note
+from converge.core.hidden import NOTHING_HIDDEN, HiddenValues
 from converge.core.schema import (
     AttributeSchema,
     PropertySchema,
@@ -163,6 +164,7 @@ class _Preparer:
         self.provider_schemas: dict[str, ResourceTypeSchema | None] = {}
         self.constraint_context = ConstraintContext(now, self.type_exists)
         self.notes: list[str] = [*(w.format() for w in template.warnings), *environment.notes]
+        self.hidden_values = NOTHING_HIDDEN
 
     # --- parameters and conditions ---------------------------------------------------------
 
@@ -189,6 +191,7 @@ class _Preparer:
             and not self.require_values
         )
         self.hidden = frozenset(name for name, schema in schemas.items() if schema.hidden)
+        self.hidden_values = HiddenValues.of(values[name] for name in self.hidden if name in values)
         self.note_unchecked_constraints(schemas)
         return values, schemas
 
@@ -377,6 +380,8 @@ class _Preparer:
             requires=frozenset(requires),
             metadata=metadata,
             deletion_policy=deletion_policy,
+            deletion_policy_stated=raw.get("deletion_policy") is not None,
+            hidden_values=self.hidden_values,
             update_policy=update_policy,
             external_id=external_id,
             description=description,
@@ -415,6 +420,7 @@ class _Preparer:
                 schema.properties,
                 is_deferred=is_deferred,
                 open_properties=schema.open_properties,
+                conceals=self.hidden_values.conceals,
             )
             self.errors.extend(at.child(*p.path).error(p.message) for p in problems)
         return properties
@@ -527,6 +533,7 @@ class _Preparer:
             conditions=MappingProxyType(dict(self.conditions.values)),
             hidden_parameters=self.hidden,
             parameter_types={name: str(schema.type) for name, schema in declared.items()},
+            hidden_values=self.hidden_values,
             notes=tuple(self.notes),
             environment=self.environment,
         )

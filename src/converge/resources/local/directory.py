@@ -4,7 +4,8 @@ Create makes missing parents too and takes up a directory already there only whe
 this resource's marker (an interrupted create) or the template says ``adopt: true``; any
 other existing directory is refused. Delete removes it only when empty unless
 ``purge_on_delete`` says to remove its content (never following a symlink inside); an
-adopted directory is left in place with its content; already gone is success. Every step
+adopted directory is left in place with its content (unless the template writes
+``deletion_policy: Delete``); already gone is success. Every step
 goes through directory descriptors opened from the root down (``confined``).
 """
 
@@ -242,10 +243,13 @@ def _remove(
             if fd is None:
                 return
             try:
-                if is_adopted(fd, ctx) or (
+                adopted = is_adopted(fd, ctx) or (
                     current.data.get("adopted") and read_marker(fd, OWNER_ATTR) is None
-                ):
-                    remove_markers(fd)  # adopted: handed back with its content, never deleted
+                )
+                # Only a template that writes ``deletion_policy: Delete`` destroys what it
+                # adopted; the default hands it back.
+                if adopted and ctx.deletion_policy != "Delete":
+                    remove_markers(fd)  # adopted: handed back with its content
                     return
                 if not may_delete(fd, ctx, current.physical_id is not None):
                     return

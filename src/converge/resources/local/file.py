@@ -6,7 +6,8 @@ a file. Every step goes through directory descriptors opened from the root down
 (``confined``), so a parent swapped for a symlink fails the action instead of leading out.
 Create takes up a file carrying this resource's marker (an interrupted create); any other
 existing file is refused, never overwritten, unless ``adopt: true``: then it is managed,
-marked as adopted, and delete leaves it in place. Missing parent directories are made.
+marked as adopted, and delete leaves it in place unless the template writes
+``deletion_policy: Delete``. Missing parent directories are made.
 """
 
 from __future__ import annotations
@@ -216,10 +217,13 @@ def _remove(location: Location, ctx: ResourceContext, current: AppliedState) -> 
             if fd is None:
                 return
             try:
-                if is_adopted(fd, ctx) or (
+                adopted = is_adopted(fd, ctx) or (
                     current.data.get("adopted") and read_marker(fd, OWNER_ATTR) is None
-                ):
-                    remove_markers(fd)  # adopted: handed back, never deleted
+                )
+                # Only a template that writes ``deletion_policy: Delete`` destroys what it
+                # adopted; the default hands it back.
+                if adopted and ctx.deletion_policy != "Delete":
+                    remove_markers(fd)  # adopted: handed back
                     return
                 if not may_delete(fd, ctx, current.physical_id is not None):
                     return

@@ -23,8 +23,10 @@ if TYPE_CHECKING:
 URL_VARIABLE = "CONVERGE_POSTGRES_URL"
 DEFAULT_CONNECT_TIMEOUT = 5.0
 MAX_IDENTIFIER = 63
-# Who made a role or database: its comment, so cleanup never drops what a replacement adopted.
-MARKER_PREFIX = "converge:"
+
+
+class ServerUnreachable(PermanentFailure):
+    """The server could not be connected to (nothing was sent to it)."""
 
 
 def server_url(
@@ -101,7 +103,7 @@ async def connect(
         )
     except psycopg.Error as exc:
         reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-        raise PermanentFailure(
+        raise ServerUnreachable(
             f"{resource}: PostgreSQL server {redact(url)} is not reachable: {reason}"
         ) from None
     try:

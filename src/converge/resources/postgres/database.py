@@ -1,13 +1,18 @@
 """PostgreSQL::Database: a database on a PostgreSQL server, with its owner and encoding.
 
-Named like roles (``name``, else derived from the physical name) and marked with a comment
-naming the resource row, for the same reasons: an interrupted create adopts its database and
-a replaced row's cleanup leaves what a replacement adopted. The owner changes in place; a
-new encoding replaces the database. Delete drops it even with sessions open (``FORCE``).
+Named like roles (``name``, else derived from the physical name) and carrying the same
+ownership marker in its comment (``ownership.py``). ``CREATE DATABASE`` cannot share a
+transaction with its comment, so a new database is made under a staging name derived from
+the resource row, then marked and renamed in one transaction: an interrupted create leaves
+a staging database (found by its name) or a marked one, never an unmarked database under
+the wanted name. A database converge did not make is managed only with ``adopt: true``.
+The owner changes in place; a new encoding replaces the database. Delete drops it even
+with sessions open (``FORCE``), and only when the marker says this resource row holds it.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -23,12 +28,23 @@ from converge.resources.base import (
     ValidationContext,
 )
 from converge.resources.postgres.connection import (
-    MARKER_PREFIX,
+    ServerUnreachable,
     connect,
     identifier_for,
     require_url,
     server_url,
     with_database,
+)
+from converge.resources.postgres.ownership import (
+    ADOPT,
+    PREFIX,
+    Marker,
+    OnDelete,
+    held_by,
+    on_delete,
+    parse,
+    takeover_marker,
+    update_marker,
 )
 from converge.resources.postgres.role import _SERVER, validate_server
 
@@ -57,6 +73,7 @@ class PostgresDatabase(ResourcePlugin):
         ),
         "encoding": PropertySchema(PropertyType.STRING, "Character encoding.", default="UTF8"),
         "server_url": _SERVER,
+        "adopt": ADOPT,
     }
     attributes_schema = {
         "name": AttributeSchema("The database's name.", PropertyType.STRING),
@@ -77,21 +94,37 @@ class PostgresDatabase(ResourcePlugin):
         async with connect(url, ctx.resource_name, ctx.settings) as connection:
             live = await _fetch(connection, name)
             if live is None:
+                staging = sql.Identifier(staging_name(ctx))
+                # What an earlier, interrupted attempt of this row left half made.
+                await connection.execute(
+                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(staging)
+                )
                 statement = sql.SQL("CREATE DATABASE {} ENCODING {} TEMPLATE template0").format(
-                    sql.Identifier(name), sql.Literal(str(properties.get("encoding") or "UTF8"))
+                    staging, sql.Literal(str(properties.get("encoding") or "UTF8"))
                 )
                 if properties.get("owner"):
                     statement += sql.SQL(" OWNER {}").format(sql.Identifier(properties["owner"]))
                 await connection.execute(statement)
+                async with connection.transaction():
+                    await _mark(connection, staging_name(ctx), Marker.made(ctx))
+                    await connection.execute(
+                        sql.SQL("ALTER DATABASE {} RENAME TO {}").format(
+                            staging, sql.Identifier(name)
+                        )
+                    )
             else:
-                ctx.logger.info("adopting existing database %s", name)
+                marker = takeover_marker(
+                    ctx, "database", name, live["comment"], bool(properties.get("adopt"))
+                )
                 if not _same_encoding(live["encoding"], properties.get("encoding")):
                     raise PermanentFailure(
                         f"{ctx.resource_name}: database {name} already exists with encoding "
                         f"{live['encoding']}"
                     )
-                await _set_owner(connection, name, properties.get("owner"), live)
-            await _mark(connection, name, ctx.physical_name)
+                ctx.logger.info("taking over existing database %s (%s)", name, marker.text())
+                async with connection.transaction():
+                    await _set_owner(connection, name, properties.get("owner"), live)
+                    await _mark(connection, name, marker)
         return Outcome(name, _facts(name, url))
 
     async def update(
@@ -99,35 +132,69 @@ class PostgresDatabase(ResourcePlugin):
     ) -> Outcome:
         name = str(current.physical_id)
         url = require_url(properties, ctx.settings, ctx.resource_name)
-        async with connect(url, ctx.resource_name, ctx.settings) as connection:
+        async with (
+            connect(url, ctx.resource_name, ctx.settings) as connection,
+            connection.transaction(),
+        ):
             live = await _fetch(connection, name)
             if live is None:
                 raise PermanentFailure(f"{ctx.resource_name}: database {name} no longer exists")
+            marker = update_marker(
+                ctx, "database", name, live["comment"], bool(properties.get("adopt"))
+            )
             await _set_owner(connection, name, properties.get("owner"), live)
+            await _mark(connection, name, marker)
         return Outcome(name, _facts(name, url))
 
     async def delete(self, ctx: ResourceContext, current: AppliedState) -> None:
-        name = current.physical_id
-        if name is None and not current.properties.get("name"):
-            name = identifier_for(ctx.physical_name)
         url = server_url(current.properties, ctx.settings, ctx.resource_name)
-        if name is None or url is None:
+        if url is None:
             return
+        try:
+            await self._delete(ctx, current, url)
+        except ServerUnreachable:
+            if current.physical_id is not None:
+                raise
+            # A create that never recorded an id, on a server that cannot be reached (a
+            # wrong URL, most likely what failed it): nothing of it can be found, and
+            # failing would keep the stack from ever being deleted.
+            ctx.logger.warning("no %s to delete: its server is not reachable", "database")
+
+    async def _delete(self, ctx: ResourceContext, current: AppliedState, url: str) -> None:
         from psycopg import sql
 
         async with connect(url, ctx.resource_name, ctx.settings) as connection:
-            live = await _fetch(connection, name)
-            if live is None:
-                return
-            comment = live["comment"] or ""
-            if comment.startswith(MARKER_PREFIX):
-                if comment != MARKER_PREFIX + ctx.physical_name:
-                    return  # adopted by a replacement
-            elif current.physical_id is None:
-                return
-            await connection.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+            if current.physical_id is not None:
+                names = [current.physical_id]
+            else:
+                # A create that failed or was interrupted before its id was recorded: what
+                # it made is marked by this row, or still under this row's staging name.
+                names = await _marked_by(connection, ctx)
+                await connection.execute(
+                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                        sql.Identifier(staging_name(ctx))
+                    )
+                )
+            for name in names:
+                live = await _fetch(connection, name)
+                if live is None:
+                    continue
+                database = sql.Identifier(name)
+                match on_delete(ctx, live["comment"]):
+                    case OnDelete.KEEP:
+                        ctx.logger.info("leaving database %s: not made by this resource", name)
+                    case OnDelete.RELEASE:
+                        previous = getattr(parse(live["comment"]), "previous_comment", None)
+                        await connection.execute(
+                            sql.SQL("COMMENT ON DATABASE {} IS {}").format(
+                                database, sql.Literal(previous)
+                            )
+                        )
+                        ctx.logger.info("leaving adopted database %s in place", name)
+                    case OnDelete.DROP:
+                        await connection.execute(
+                            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(database)
+                        )
 
     async def observe(
         self, ctx: ResourceContext, current: AppliedState
@@ -224,11 +291,27 @@ async def _set_owner(connection: Any, name: str, owner: Any, live: Mapping[str, 
         )
 
 
-async def _mark(connection: Any, name: str, physical_name: str) -> None:
+async def _mark(connection: Any, name: str, marker: Marker) -> None:
     from psycopg import sql
 
     await connection.execute(
         sql.SQL("COMMENT ON DATABASE {} IS {}").format(
-            sql.Identifier(name), sql.Literal(MARKER_PREFIX + physical_name)
+            sql.Identifier(name), sql.Literal(marker.text())
         )
     )
+
+
+def staging_name(ctx: ResourceContext) -> str:
+    """Where this resource row makes a new database before marking and renaming it."""
+    return "converge_new_" + hashlib.sha256(ctx.physical_name.encode()).hexdigest()[:24]
+
+
+async def _marked_by(connection: Any, ctx: ResourceContext) -> list[str]:
+    """Names of the databases whose marker says the row in ``ctx`` holds them."""
+    from psycopg import sql
+
+    query = sql.SQL(
+        "SELECT d.datname, shobj_description(d.oid, 'pg_database') FROM pg_database d "
+        "WHERE shobj_description(d.oid, 'pg_database') LIKE {}"
+    ).format(sql.Literal(PREFIX + "%"))
+    return held_by(ctx, await (await connection.execute(query)).fetchall())

@@ -1,11 +1,13 @@
 """PostgreSQL::Role: a role on a PostgreSQL server (login, password, limits, memberships).
 
-The role's name is the ``name`` property, else one derived from the physical name, so an
-interrupted create finds the role it made and adopts it. Its comment marks the resource row
-that owns it: cleanup of a replaced row leaves a role a replacement has adopted. The
-password is hidden and write-only: it is sent as a SCRAM verifier computed here (the plain
-text never reaches the server or its logs) and never read back, so a password changed behind
-converge's back is not seen as drift.
+The role's name is the ``name`` property, else one derived from the physical name. Its
+comment carries the ownership marker (``ownership.py``), written in the same transaction
+as the role itself, so a create interrupted at any point leaves either nothing or a role
+that its resource finds again: create takes it over, delete finds it by the marker even
+when no id was recorded. A role converge did not make is managed only with ``adopt:
+true``. The password is hidden and write-only: it is sent as a SCRAM verifier computed here
+(the plain text never reaches the server or its logs) and never read back, so a password
+changed behind converge's back is not seen as drift.
 """
 
 from __future__ import annotations
@@ -24,12 +26,23 @@ from converge.resources.base import (
     ValidationContext,
 )
 from converge.resources.postgres.connection import (
-    MARKER_PREFIX,
+    ServerUnreachable,
     connect,
     identifier_for,
     require_url,
     server_url,
     url_problem,
+)
+from converge.resources.postgres.ownership import (
+    ADOPT,
+    PREFIX,
+    Marker,
+    OnDelete,
+    held_by,
+    on_delete,
+    parse,
+    takeover_marker,
+    update_marker,
 )
 
 _SERVER = PropertySchema(
@@ -76,6 +89,7 @@ class PostgresRole(ResourcePlugin):
             update_allowed=True,
         ),
         "server_url": _SERVER,
+        "adopt": ADOPT,
     }
     attributes_schema = {
         "name": AttributeSchema("The role's name.", PropertyType.STRING),
@@ -91,13 +105,21 @@ class PostgresRole(ResourcePlugin):
         url = require_url(properties, ctx.settings, ctx.resource_name)
         from psycopg import sql
 
-        async with connect(url, ctx.resource_name, ctx.settings) as connection:
+        # One transaction: the role exists with its marker and options, or not at all.
+        async with (
+            connect(url, ctx.resource_name, ctx.settings) as connection,
+            connection.transaction(),
+        ):
             live = await _fetch(connection, name)
             if live is None:
                 await connection.execute(sql.SQL("CREATE ROLE {}").format(sql.Identifier(name)))
+                marker = Marker.made(ctx)
             else:
-                ctx.logger.info("adopting existing role %s", name)
-            await _apply(connection, name, properties, live, ctx.physical_name)
+                marker = takeover_marker(
+                    ctx, "role", name, live["comment"], bool(properties.get("adopt"))
+                )
+                ctx.logger.info("taking over existing role %s (%s)", name, marker.text())
+            await _apply(connection, name, properties, live, marker)
         return Outcome(name, {"name": name})
 
     async def update(
@@ -105,31 +127,59 @@ class PostgresRole(ResourcePlugin):
     ) -> Outcome:
         name = str(current.physical_id or role_name(ctx, properties))
         url = require_url(properties, ctx.settings, ctx.resource_name)
-        async with connect(url, ctx.resource_name, ctx.settings) as connection:
+        async with (
+            connect(url, ctx.resource_name, ctx.settings) as connection,
+            connection.transaction(),
+        ):
             live = await _fetch(connection, name)
             if live is None:
                 raise PermanentFailure(f"{ctx.resource_name}: role {name} no longer exists")
-            await _apply(connection, name, properties, live, ctx.physical_name)
+            marker = update_marker(
+                ctx, "role", name, live["comment"], bool(properties.get("adopt"))
+            )
+            await _apply(connection, name, properties, live, marker)
         return Outcome(name, {"name": name})
 
     async def delete(self, ctx: ResourceContext, current: AppliedState) -> None:
-        # Without a recorded id, only the derived name can be ours: an explicit name may
-        # belong to the replacement that adopted it.
-        name = current.physical_id
-        if name is None and not current.properties.get("name"):
-            name = identifier_for(ctx.physical_name)
-        if name is None:
-            return
         url = server_url(current.properties, ctx.settings, ctx.resource_name)
         if url is None:
             return
+        try:
+            await self._delete(ctx, current, url)
+        except ServerUnreachable:
+            if current.physical_id is not None:
+                raise
+            # A create that never recorded an id, on a server that cannot be reached (a
+            # wrong URL, most likely what failed it): nothing of it can be found, and
+            # failing would keep the stack from ever being deleted.
+            ctx.logger.warning("no %s to delete: its server is not reachable", "role")
+
+    async def _delete(self, ctx: ResourceContext, current: AppliedState, url: str) -> None:
         from psycopg import sql
 
         async with connect(url, ctx.resource_name, ctx.settings) as connection:
-            live = await _fetch(connection, name)
-            if live is None or not _may_drop(live, ctx.physical_name, current.physical_id):
-                return
-            await connection.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
+            if current.physical_id is not None:
+                names = [current.physical_id]
+            else:
+                # A create that failed or was interrupted before its id was recorded: what
+                # this row made carries its marker, whatever name it was given.
+                names = await _marked_by(connection, ctx)
+            for name in names:
+                live = await _fetch(connection, name)
+                if live is None:
+                    continue
+                role = sql.Identifier(name)
+                match on_delete(ctx, live["comment"]):
+                    case OnDelete.KEEP:
+                        ctx.logger.info("leaving role %s: not made by this resource", name)
+                    case OnDelete.RELEASE:
+                        previous = getattr(parse(live["comment"]), "previous_comment", None)
+                        await connection.execute(
+                            sql.SQL("COMMENT ON ROLE {} IS {}").format(role, sql.Literal(previous))
+                        )
+                        ctx.logger.info("leaving adopted role %s in place", name)
+                    case OnDelete.DROP:
+                        await connection.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(role))
 
     async def observe(
         self, ctx: ResourceContext, current: AppliedState
@@ -207,11 +257,15 @@ async def _fetch(connection: Any, name: str) -> dict[str, Any] | None:
     return None if row is None else _live(row)
 
 
-def _may_drop(live: Mapping[str, Any], physical_name: str, recorded: str | None) -> bool:
-    comment = live.get("comment") or ""
-    if comment.startswith(MARKER_PREFIX):
-        return comment == MARKER_PREFIX + physical_name
-    return recorded is not None
+async def _marked_by(connection: Any, ctx: ResourceContext) -> list[str]:
+    """Names of the roles whose marker says the row in ``ctx`` holds them."""
+    from psycopg import sql
+
+    query = sql.SQL(
+        "SELECT r.rolname, shobj_description(r.oid, 'pg_authid') FROM pg_roles r "
+        "WHERE shobj_description(r.oid, 'pg_authid') LIKE {}"
+    ).format(sql.Literal(PREFIX + "%"))
+    return held_by(ctx, await (await connection.execute(query)).fetchall())
 
 
 async def _apply(
@@ -219,9 +273,13 @@ async def _apply(
     name: str,
     properties: Mapping[str, Any],
     live: Mapping[str, Any] | None,
-    physical_name: str,
+    marker: Marker,
 ) -> None:
-    """Make the role's options, password, memberships and marker what the template says."""
+    """Make the role's options, password, memberships and marker what the template says.
+
+    An adopted role keeps the password it has unless the template sets one: converge never
+    read it, and clearing it would lock out whoever uses it.
+    """
     from psycopg import sql
 
     role = sql.Identifier(name)
@@ -236,7 +294,8 @@ async def _apply(
     )
     password = properties.get("password")
     if password is None:
-        await connection.execute(sql.SQL("ALTER ROLE {} WITH PASSWORD NULL").format(role))
+        if not marker.adopted:
+            await connection.execute(sql.SQL("ALTER ROLE {} WITH PASSWORD NULL").format(role))
     else:
         verifier = connection.pgconn.encrypt_password(
             str(password).encode(), name.encode(), b"scram-sha-256"
@@ -251,5 +310,5 @@ async def _apply(
     for group in sorted(have - wanted):
         await connection.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(group), role))
     await connection.execute(
-        sql.SQL("COMMENT ON ROLE {} IS {}").format(role, sql.Literal(MARKER_PREFIX + physical_name))
+        sql.SQL("COMMENT ON ROLE {} IS {}").format(role, sql.Literal(marker.text()))
     )
