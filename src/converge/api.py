@@ -26,7 +26,7 @@ from typing import Any
 from converge import catalog
 from converge.adapters.local_bus import LocalBus
 from converge.adapters.sql.feed import EventFeed, FeedEvent
-from converge.adapters.sql.store import SqlStore, sqlite_url
+from converge.adapters.sql.store import SqlStore
 from converge.adapters.sql.tokens import TokenRecord, TokenStore, new_secret
 from converge.core.baseline import Snapshot
 from converge.core.decide import MISSING, Change, decide_converging
@@ -63,12 +63,13 @@ from converge.errors import (
     InvalidRequest,
     NotFound,
     PluginError,
+    StateError,
     Superseded,
     TemplateError,
 )
 from converge.messages import CheckResource
 from converge.ports import Bus
-from converge.records import NewEvent, ResourceRecord, StackRecord, TemplateRecord
+from converge.records import NewEvent, NewTemplate, ResourceRecord, StackRecord, TemplateRecord
 from converge.resources.builtin import world
 from converge.resources.registry import PluginRegistry
 from converge.views import DriftView, EventView, PlannedChange, ResourceView, StackView
@@ -135,8 +136,13 @@ class Converge:
         *,
         settings: EngineSettings | None = None,
         registry: PluginRegistry | None = None,
+        read_only: bool = False,
     ) -> AsyncIterator[Converge]:
         """The embedded default: a SQLite file and an in-process bus.
+
+        A missing file is a new state (made 0600). ``read_only=True`` only reads: no
+        engine runs (no service row, heartbeat or migration), the file may be read-only,
+        and a missing one is ``NotFound``; reading calls (get, list, events, outputs) work.
 
         The built-in test types keep their simulated reality (the test world) beside the
         state file unless ``settings.plugin_settings["test_world"]`` names another file.
@@ -148,7 +154,8 @@ class Converge:
                 world.SETTING: str(world.world_path_for(state)),
             }
             settings = dataclasses.replace(settings, plugin_settings=plugin_settings)
-        async with cls.open(sqlite_url(state), settings=settings, registry=registry) as cv:
+        store = SqlStore.open_file(state, read_only=read_only)
+        async with cls._over(store, settings, registry, start=not read_only) as cv:
             yield cv
 
     @classmethod
@@ -167,13 +174,30 @@ class Converge:
         with the same database, broker and namespace shares the work."""
         bus = LocalBus() if broker_url is None else _amqp_bus(broker_url, broker_namespace)
         store = SqlStore.open(database_url)
-        engine = Engine(store, bus, registry=registry, settings=settings)
+        async with cls._over(store, settings, registry, start=True, bus=bus) as cv:
+            yield cv
+
+    @classmethod
+    @asynccontextmanager
+    async def _over(
+        cls,
+        store: SqlStore,
+        settings: EngineSettings | None,
+        registry: PluginRegistry | None,
+        *,
+        start: bool,
+        bus: Bus | None = None,
+    ) -> AsyncIterator[Converge]:
+        engine = Engine(store, bus or LocalBus(), registry=registry, settings=settings)
         try:
-            await engine.start()
+            if start:
+                await engine.start()
             yield cls(engine)
         finally:
-            await engine.stop()
-            await store.close()
+            try:
+                await engine.stop()
+            finally:
+                await store.close()
 
     @asynccontextmanager
     async def serving(self) -> AsyncIterator[Any]:
@@ -228,6 +252,13 @@ class Converge:
                 log.exception("drift consumer failed; restarting it")
                 await asyncio.sleep(self._ctx.settings.drift_recheck_interval)
 
+    def raise_if_state_failed(self) -> None:
+        """Raise the ``StateError`` that made the store unusable, if one did (a damaged or
+        full state: every later store call fails the same way, so a long run stops)."""
+        failure = self._store.failure
+        if failure is not None:
+            raise StateError(failure.location, failure.reason)
+
     @property
     def project_id(self) -> str:
         return self._project_id
@@ -258,7 +289,8 @@ class Converge:
         definition = self._prepare(
             loaded, environment, files, parameters, StackIdentity(name, stack_id, self.project_id)
         )
-        await self._store.create_stack(
+        # The stack and its template in one transaction: never one without the other.
+        created = await self._store.create_stack(
             name,
             self.project_id,
             action=Action.CREATE,
@@ -267,10 +299,10 @@ class Converge:
             drift_policy=drift_policy,
             tags=tags,
             stack_id=stack_id,
+            template=NewTemplate(loaded.data, environment.to_data(), files, parameters),
         )
-        template_id = await self._store.add_template(
-            stack_id, loaded.data, environment.to_data(), files, parameters
-        )
+        template_id = created.raw_template_id
+        assert template_id is not None  # stored with the stack, just above
         self._ctx.definitions.put(template_id, definition)
         started = await self.engine.operations.converge(
             stack_id, template_id, definition, Action.CREATE
@@ -360,9 +392,11 @@ class Converge:
             if stack.action == Action.DELETE:
                 raise Conflict(f"stack {stack.name} is {stack.state}: it cannot be updated")
             if stack.raw_template_id is None:
+                # A stack is stored with its template; only a state written by an older
+                # converge, whose create stopped in between, has a stack without one.
                 raise Conflict(
-                    f"stack {stack.name} is being created by another operation: "
-                    "wait for it to settle, then update it"
+                    f"stack {stack.name} has no template (its create was interrupted before "
+                    "the template was stored): `converge destroy` it, then apply again"
                 )
             try:
                 stored = await self._store.get_template(stack.raw_template_id)
@@ -908,9 +942,12 @@ class Converge:
         )
 
     async def _find(self, name_or_id: str, *, include_deleted: bool = False) -> StackRecord:
-        return await self._store.find_stack(
-            name_or_id, self.project_id, include_deleted=include_deleted
-        )
+        try:
+            return await self._store.find_stack(
+                name_or_id, self.project_id, include_deleted=include_deleted
+            )
+        except NotFound:
+            raise NotFound(f"stack {name_or_id!r} not found in {self._store.location}") from None
 
     async def _settle(self, stack_id: str, wait: bool) -> StackView:
         if wait:

@@ -102,6 +102,19 @@ class StoreError(ConvergeError):
     """The database could not be reached or answered unexpectedly."""
 
 
+class StateError(StoreError):
+    """The state itself is unusable (damaged, full, unreadable, not converge's): fatal.
+
+    Never retried: every later use of the same store raises it again, so a run stops
+    within seconds with nothing more written. ``location`` is the file (or database URL).
+    """
+
+    def __init__(self, location: str, reason: str) -> None:
+        self.location = location
+        self.reason = reason
+        super().__init__(f"{location}: {reason}")
+
+
 class PluginError(ConvergeError):
     """A resource plugin failed; ``resource`` names the template resource where known."""
 

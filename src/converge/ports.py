@@ -22,11 +22,13 @@ from typing import Any, Protocol
 from converge.core.baseline import ManagedEntity, Observation, Snapshot
 from converge.core.states import Action
 from converge.core.traversal import GraphNode
+from converge.errors import StateError
 from converge.messages import ChangeNotification
 from converge.records import (
     EventRecord,
     NewEvent,
     NewResource,
+    NewTemplate,
     Report,
     ResourceRecord,
     ServiceRecord,
@@ -112,6 +114,15 @@ class Store(Protocol):
     def entities(self) -> BaselineStore:
         """The synchronizer's baseline, kept in the same database."""
 
+    @property
+    def location(self) -> str:
+        """What errors name: the state file's path, or the database URL without password."""
+
+    @property
+    def failure(self) -> StateError | None:
+        """The fatal error that made the store unusable (a damaged or full state), if any:
+        every later call raises it again, so a long run stops instead of retrying."""
+
     async def close(self) -> None: ...
 
     # --- templates -------------------------------------------------------------------
@@ -141,6 +152,7 @@ class Store(Protocol):
         tags: Sequence[str] = (),
         stack_id: str | None = None,
         owner_id: str | None = None,
+        template: NewTemplate | None = None,
     ) -> StackRecord: ...
 
     async def get_stack(self, stack_id: str) -> StackRecord: ...
@@ -270,5 +282,7 @@ class Store(Protocol):
     async def heartbeat(self, engine_id: str, now: float) -> None: ...
 
     async def remove_service(self, engine_id: str) -> None: ...
+
+    async def list_services(self) -> list[ServiceRecord]: ...
 
     async def live_engines(self, heartbeat_after: float) -> set[str]: ...

@@ -20,6 +20,16 @@ class TemplateRecord:
 
 
 @dataclass(frozen=True)
+class NewTemplate:
+    """A template stored together with a new stack, in the stack's own transaction."""
+
+    template: Mapping[str, Any]
+    environment: Mapping[str, Any]
+    files: Mapping[str, str]
+    parameters: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
 class StackRecord:
     id: str
     name: str
@@ -140,3 +150,6 @@ class ServiceRecord:
     roles: tuple[str, ...]
     started_at: float
     heartbeat_at: float
+    # "<boot id>:<start ticks>" of the process (None where /proc cannot tell): with the
+    # host and pid, it tells a dead engine of this host from a live one at once.
+    process_start: str | None = None

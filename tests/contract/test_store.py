@@ -6,12 +6,13 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
+from sqlalchemy.exc import StatementError
 
 from converge.adapters.sql.store import SqlStore
 from converge.core.states import Action, Status
 from converge.core.traversal import STACK_NODE, GraphNode
 from converge.errors import Conflict, NotFound
-from converge.records import NewEvent, NewResource, ServiceRecord
+from converge.records import NewEvent, NewResource, NewTemplate, ServiceRecord
 
 
 @pytest.fixture(params=["sqlite", "sqlite-store-thread", "postgresql"])
@@ -293,3 +294,88 @@ async def test_resource_types_of_a_stack(store: SqlStore) -> None:
     )
     assert await store.resource_types(stack_id) == {"T1", "T2"}
     assert await store.resource_types("no-such-stack") == set()
+
+
+async def test_a_stack_and_its_template_are_stored_in_one_transaction(store: SqlStore) -> None:
+    template = NewTemplate({"heat_template_version": "2018-08-31"}, {}, {"f": "x"}, {"p": 1})
+    stack = await store.create_stack(
+        "s",
+        "p",
+        action=Action.CREATE,
+        disable_rollback=False,
+        timeout_mins=None,
+        drift_policy="notify",
+        template=template,
+    )
+    assert stack.raw_template_id is not None
+    stored = await store.get_template(stack.raw_template_id)
+    assert (stored.stack_id, stored.files, stored.parameters) == (stack.id, {"f": "x"}, {"p": 1})
+
+    # A template that cannot be stored leaves no stack behind (a later create may go on).
+    unstorable = NewTemplate({"heat_template_version": object()}, {}, {}, {})
+    with pytest.raises((TypeError, StatementError)):  # not JSON: the insert fails
+        await store.create_stack(
+            "t",
+            "p",
+            action=Action.CREATE,
+            disable_rollback=False,
+            timeout_mins=None,
+            drift_policy="notify",
+            template=unstorable,
+        )
+    with pytest.raises(NotFound):
+        await store.find_stack("t", "p")
+
+
+def test_the_known_schema_versions_are_the_migration_scripts() -> None:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    from converge.adapters.sql.migrations import SCHEMA_HEAD, SCHEMA_REVISIONS
+    from converge.adapters.sql.store import MIGRATIONS
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    scripts = ScriptDirectory.from_config(config)
+    assert scripts.get_current_head() == SCHEMA_HEAD
+    walked = [script.revision for script in scripts.walk_revisions()]
+    assert sorted(walked) == sorted(SCHEMA_REVISIONS)
+
+
+async def test_an_up_to_date_schema_is_not_migrated_again(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path}/s.db"
+    await SqlStore.open(url).close()
+
+    def refuse(self: SqlStore) -> None:
+        raise AssertionError("migrated an up-to-date schema")
+
+    monkeypatch.setattr(SqlStore, "migrate", refuse)
+    await SqlStore.open(url).close()
+
+
+async def test_a_schema_from_a_newer_converge_is_refused(tmp_path: object) -> None:
+    import sqlite3
+
+    from converge.errors import StateError
+
+    path = f"{tmp_path}/s.db"
+    await SqlStore.open(f"sqlite:///{path}").close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = '9999'")
+    conn.close()
+    with pytest.raises(StateError, match=r"s\.db: written by a newer converge \(schema 9999"):
+        SqlStore.open(f"sqlite:///{path}")
+    with pytest.raises(StateError, match="written by a newer converge"):
+        SqlStore.open_file(path, read_only=True)
+
+
+async def test_service_rows_keep_their_process_identity(store: SqlStore) -> None:
+    await store.register_service(ServiceRecord("e1", "h", 7, ("engine",), 1.0, 1.0, "boot:42"))
+    await store.register_service(ServiceRecord("e2", "h", 8, ("engine",), 2.0, 2.0))
+    listed = await store.list_services()
+    assert [(s.engine_id, s.pid, s.process_start) for s in listed] == [
+        ("e1", 7, "boot:42"),
+        ("e2", 8, None),
+    ]

@@ -22,6 +22,7 @@ from converge.errors import (
     ConvergeError,
     InvalidRequest,
     NotFound,
+    StateError,
     StoreError,
     Superseded,
     TemplateError,
@@ -72,6 +73,8 @@ def error_lines(error: ConvergeError) -> list[str]:
         return [*error.format().splitlines(), f"{count} problems found; nothing was changed"]
     if isinstance(error, TemplateError):
         return [error.format(), "nothing was changed"]
+    if isinstance(error, StateError):
+        return [f"error: state {error.location}: {error.reason}"]
     if isinstance(error, StoreError):
         return [f"error: the state database failed: {error}"]
     return [f"error: {error}"]

@@ -267,7 +267,10 @@ def serve(
             try:
                 async with cv.serving(), api_server(cv, api, noauth=noauth):
                     click.echo(f"converge serve: watching the stacks in {state}", err=True)
-                    await stop.wait()
+                    while not stop.is_set():  # or until the state fails (damaged, full)
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(stop.wait(), timeout=1.0)
+                        cv.raise_if_state_failed()
             finally:
                 for signum in (signal.SIGINT, signal.SIGTERM):
                     loop.remove_signal_handler(signum)

@@ -24,12 +24,14 @@ class _Commands(click.Group):
         from converge.cli.api_server import api_command, copy_serve_options
         from converge.cli.drift_commands import register as register_drift_commands
         from converge.cli.stack_commands import register as register_stack_commands
+        from converge.cli.state_commands import register as register_state_commands
         from converge.cli.token_commands import token
         from converge.cli.validate import validate
 
         self.add_command(validate)
         register_stack_commands(self)
         register_drift_commands(self)
+        register_state_commands(self)
         copy_serve_options()
         self.add_command(api_command)
         self.add_command(token)

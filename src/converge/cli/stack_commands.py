@@ -109,21 +109,28 @@ def _stack_name(name: str | None, template: str) -> str:
 
 
 @asynccontextmanager
-async def _open(state: str, *, must_exist: bool) -> AsyncIterator[Converge]:
+async def _open(
+    state: str, *, must_exist: bool, read_only: bool = False
+) -> AsyncIterator[Converge]:
     """The embedded converge over ``state``; reading commands do not create a missing file.
-    With ``converge --url`` the commands go to that server's API instead."""
+    With ``converge --url`` the commands go to that server's API instead.
+
+    ``read_only``: the file is opened for reading alone and no engine runs (no service
+    row, heartbeat or migration), so reading is cheap and works on a read-only file.
+    """
     remote = remote_settings()
     if remote is not None:
         async with RemoteConverge.connect(remote) as client:
             yield client  # type: ignore[misc]  # the same calls, over HTTP
         return
-    if must_exist and not Path(state).exists():
-        raise NotFound(
-            f"no state file at {state}: no stacks yet (--state or CONVERGE_STATE chooses the file)"
-        )
+    from converge.adapters.sql import state_file
     from converge.api import Converge
 
-    async with Converge.embedded(state, settings=embedded_settings(state)) as cv:
+    if must_exist:
+        state_file.prepare(state, create=False)  # NotFound naming the file (and directory)
+
+    settings = embedded_settings(state)
+    async with Converge.embedded(state, settings=settings, read_only=read_only) as cv:
         yield cv
 
 
@@ -472,7 +479,7 @@ def _confirm_destroy(name: str, state: str, debug: bool, log_json: bool) -> None
     """Ask before deleting, outside the event loop (a prompt must not block the engine)."""
 
     async def check(session: Session) -> int:
-        async with _open(state, must_exist=True) as cv:
+        async with _open(state, must_exist=True, read_only=True) as cv:
             stack = await cv.get_stack(name)
             rows = output.dicts(await cv.list_resources(stack.id))
         click.echo(f"Stack {name} ({stack.stack_status}) and its {len(rows)} resources:")
@@ -505,7 +512,7 @@ def _reader(
     ``show`` (only the chosen ``columns`` when there are some)."""
 
     async def body(session: Session) -> int:
-        async with _open(state, must_exist=True) as cv:
+        async with _open(state, must_exist=True, read_only=True) as cv:
             result = await read(cv)
         output.emit(result, fmt, columns, show)
         return EXIT_OK

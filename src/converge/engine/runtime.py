@@ -9,12 +9,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import socket
 import uuid
 from typing import Any
 
 from converge.core.states import Status
 from converge.core.traversal import STACK_NODE, GraphNode
+from converge.engine import liveness
 from converge.engine.check import StackChecker
 from converge.engine.clock import SystemClock
 from converge.engine.context import EngineContext
@@ -22,7 +22,7 @@ from converge.engine.drift import DriftHandler
 from converge.engine.operations import StackOperations
 from converge.engine.settings import EngineSettings
 from converge.engine.worker import Worker
-from converge.errors import ConvergeError
+from converge.errors import ConvergeError, StateError
 from converge.messages import CheckResource, MessageError
 from converge.ports import Bus, Clock, Store
 from converge.records import ServiceRecord, StackRecord
@@ -78,13 +78,15 @@ class Engine:
         await self.ctx.store.register_service(
             ServiceRecord(
                 engine_id=self.engine_id,
-                host=socket.gethostname(),
+                host=liveness.host_name(),
                 pid=os.getpid(),
                 roles=("engine", "worker"),
                 started_at=now,
                 heartbeat_at=now,
+                process_start=liveness.process_start(os.getpid()),
             )
         )
+        await self._forget_dead_engines_of_this_host()
         await self._refresh_live_engines()
         await self.ctx.bus.start(self._on_work)
         self._loops = [
@@ -109,6 +111,8 @@ class Engine:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await self.operations.close()
+        if self.ctx.store.failure is not None:
+            return  # the state is unusable: the error that stopped the run is what to report
         await self.ctx.store.remove_service(self.engine_id)
         log.info("engine stopped", extra={"engine_id": self.engine_id})
 
@@ -145,6 +149,10 @@ class Engine:
         try:
             async with self._semaphore:
                 await self.worker.check(message)
+        except StateError as exc:  # the run stops and says so once, not once per node
+            log.debug(
+                "check stopped: the state failed", extra={"node": str(node), "error": str(exc)}
+            )
         except ConvergeError as exc:
             log.error("check failed", extra={"node": str(node), "error": str(exc)})
         except Exception:
@@ -237,7 +245,20 @@ class Engine:
 
     async def _heartbeat(self) -> None:
         await self.ctx.store.heartbeat(self.engine_id, self.ctx.clock.now())
+        await self._forget_dead_engines_of_this_host()
         await self._refresh_live_engines()
+
+    async def _forget_dead_engines_of_this_host(self) -> None:
+        """Remove the service rows of engines that ran here and whose process is gone, so
+        their claims are taken over now rather than when their heartbeat goes stale."""
+        host = liveness.host_name()
+        for service in await self.ctx.store.list_services():
+            if service.engine_id != self.engine_id and liveness.is_dead_here(service, host):
+                log.info(
+                    "engine of this host is gone: taking over its claims",
+                    extra={"engine_id": service.engine_id, "pid": service.pid},
+                )
+                await self.ctx.store.remove_service(service.engine_id)
 
     async def _refresh_live_engines(self) -> None:
         since = self.ctx.clock.now() - self.ctx.settings.engine_stale_after
@@ -248,6 +269,8 @@ class Engine:
             await asyncio.sleep(interval)
             try:
                 await job()
+            except StateError as exc:
+                log.debug("periodic job stopped: the state failed", extra={"error": str(exc)})
             except ConvergeError as exc:
                 log.warning("periodic job failed", extra={"job": job.__name__, "error": str(exc)})
             except Exception:

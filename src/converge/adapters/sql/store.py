@@ -30,19 +30,22 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import IntegrityError
 
 from converge.adapters import json_codec
+from converge.adapters.sql import state_file
 from converge.adapters.sql import tables as t
 from converge.adapters.sql.entities import EntityStore
+from converge.adapters.sql.migrations import SCHEMA_HEAD, SCHEMA_REVISIONS
 from converge.adapters.sql.sqlite_hot import SqliteHotPath
 from converge.core.states import Action, Status
 from converge.core.traversal import GraphNode
-from converge.errors import Conflict, NotFound, StoreError
+from converge.errors import Conflict, NotFound, StateError, StoreError
 from converge.records import (
     EventRecord,
     NewEvent,
     NewResource,
+    NewTemplate,
     Report,
     ResourceRecord,
     ServiceRecord,
@@ -120,9 +123,20 @@ def sqlite_url(path: str | os.PathLike[str]) -> str:
 class SqlStore:
     """The store port over a SQLAlchemy engine."""
 
-    def __init__(self, engine: Engine, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        clock: Callable[[], float] = time.time,
+        location: str | None = None,
+    ) -> None:
         self._engine = engine
         self._clock = clock
+        # What errors name: the state file's path, or the database URL without password.
+        self.location = location or _safe_url(str(engine.url))
+        # The first fatal error (damaged, full, unreadable state): every later call raises
+        # it again, so nothing more is written and the run stops within seconds.
+        self.failure: StateError | None = None
         self.is_sqlite = engine.dialect.name == "sqlite"
         workers = (
             1
@@ -153,14 +167,81 @@ class SqlStore:
 
     @classmethod
     def open(cls, url: str, *, clock: Callable[[], float] = time.time) -> SqlStore:
-        """Connect, bring the schema up to date, and return the store."""
+        """Connect, bring the schema up to date if it is behind, and return the store."""
+        if url.startswith("sqlite:///") and not url.startswith("sqlite:///file:"):
+            path = url[len("sqlite:///") :]
+            if path and path != ":memory:":
+                return cls.open_file(path, clock=clock)
+        return cls._open_url(url, _safe_url(url), clock=clock, read_only=False)
+
+    @classmethod
+    def open_file(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        clock: Callable[[], float] = time.time,
+        read_only: bool = False,
+    ) -> SqlStore:
+        """The embedded state file: checked first (``state_file.prepare``), made if missing.
+
+        ``read_only`` opens it for reading alone (SQLite's ``mode=ro``): no file is made,
+        no migration runs, and a read-only file or disk is fine.
+        """
+        state = state_file.prepare(path, create=not read_only)
+        if read_only:
+            url = f"sqlite:///{state_file.read_only_uri(state)}&uri=true"
+        else:
+            url = f"sqlite:///{state}"
+        return cls._open_url(url, str(state), clock=clock, read_only=read_only)
+
+    @classmethod
+    def _open_url(
+        cls, url: str, location: str, *, clock: Callable[[], float], read_only: bool
+    ) -> SqlStore:
+        store: SqlStore | None = None
         try:
-            engine = _create_engine(url)
-            store = cls(engine, clock=clock)
-            store.migrate()
-        except OperationalError as exc:
-            raise StoreError(f"cannot open the database {_safe_url(url)}: {exc.orig}") from exc
+            engine = _create_engine(url, read_only=read_only)
+            store = cls(engine, clock=clock, location=location)
+            store._bring_schema_up_to_date(read_only=read_only)
+        except sa.exc.DBAPIError as exc:
+            if store is not None:
+                store._discard()
+            fatal = _fatal(location, exc.orig)
+            if fatal is not None:
+                raise fatal from exc
+            raise StoreError(f"cannot open the database {location}: {exc.orig}") from exc
+        except BaseException:
+            if store is not None:
+                store._discard()
+            raise
         return store
+
+    def _discard(self) -> None:
+        """Let go of a store that failed to open (no transaction ran on its threads)."""
+        self._executor.shutdown(wait=True)
+        if self._inline is not None:
+            self._inline.close()
+        self._engine.dispose()
+
+    def _bring_schema_up_to_date(self, *, read_only: bool) -> None:
+        """Migrate only when the schema is behind: reading its version is one cheap query."""
+        with self._engine.connect() as connection:
+            revision = _schema_revision(connection, self.location)
+        if revision == SCHEMA_HEAD:
+            return
+        if revision is not None and revision not in SCHEMA_REVISIONS:
+            raise StateError(
+                self.location,
+                f"written by a newer converge (schema {revision}; this one knows up to "
+                f"{SCHEMA_HEAD}): use that version",
+            )
+        if read_only:
+            raise StateError(
+                self.location,
+                f"the schema is {revision or 'missing'} and this converge needs {SCHEMA_HEAD}: "
+                "`converge state upgrade` (or any command that writes) brings it up to date",
+            )
+        self.migrate()
 
     def migrate(self) -> None:
         """Bring the schema up to the newest migration; one already there is only read.
@@ -204,13 +285,43 @@ class SqlStore:
         return _safe_url(str(self._engine.url))
 
     async def _run(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        self._raise_if_failed()
         loop = asyncio.get_running_loop()
         try:
             return await loop.run_in_executor(
                 self._executor, functools.partial(fn, *args, **kwargs)
             )
-        except OperationalError as exc:
-            raise StoreError(f"database error: {exc.orig}") from exc
+        except sa.exc.DatabaseError as exc:
+            translated = self._database_error(
+                exc.orig, passing=isinstance(exc, sa.exc.OperationalError)
+            )
+            if translated is None:
+                raise
+            raise translated from exc
+        except sqlite3.DatabaseError as exc:  # the hot statements run on sqlite3 directly
+            translated = self._database_error(
+                exc, passing=isinstance(exc, sqlite3.OperationalError)
+            )
+            if translated is None:
+                raise
+            raise translated from exc
+
+    def _raise_if_failed(self) -> None:
+        if self.failure is not None:
+            raise StateError(self.failure.location, self.failure.reason)
+
+    def _database_error(self, error: BaseException | None, *, passing: bool) -> StoreError | None:
+        """A driver error as converge's: fatal ones (a damaged or full state) stick, and
+        ``passing`` ones (a lock, a lost connection) are ``StoreError``. None for the
+        rest (a bad statement, a constraint the code should have handled): bugs, raised
+        as they are.
+        """
+        fatal = _fatal(self.location, error)
+        if fatal is not None:
+            if self.failure is None:
+                self.failure = fatal
+            return fatal
+        return StoreError(f"database error: {error}") if passing else None
 
     async def _short(
         self, work: Callable[Concatenate[Conn, P], R], *args: P.args, **kwargs: P.kwargs
@@ -223,13 +334,19 @@ class SqlStore:
         which may wait. ``work`` must touch nothing but the database: it may be rolled
         back and run again.
         """
+        self._raise_if_failed()
         if self._inline is not None:
             try:
                 return self._inline.run(work, *args, **kwargs)
             except Busy:
                 pass
-            except sqlite3.OperationalError as exc:
-                raise StoreError(f"database error: {exc}") from exc
+            except sqlite3.DatabaseError as exc:
+                translated = self._database_error(
+                    exc, passing=isinstance(exc, sqlite3.OperationalError)
+                )
+                if translated is None:
+                    raise
+                raise translated from exc
         return await self._run(self._in_tx, lambda conn: work(conn, *args, **kwargs))
 
     def _in_tx(self, work: Callable[[Conn], R]) -> R:
@@ -289,17 +406,22 @@ class SqlStore:
         parameters: Mapping[str, Any],
     ) -> int:
         with self._tx() as conn:
-            result = conn.execute(
-                t.raw_template.insert().values(
-                    stack_id=stack_id,
-                    template=dict(template),
-                    environment=dict(environment),
-                    files=dict(files),
-                    parameters=dict(parameters),
-                    created_at=self._clock(),
-                )
+            return self._insert_template(
+                conn, stack_id, NewTemplate(template, environment, files, parameters)
             )
-            return _inserted_id(result)
+
+    def _insert_template(self, conn: Connection, stack_id: str, new: NewTemplate) -> int:
+        result = conn.execute(
+            t.raw_template.insert().values(
+                stack_id=stack_id,
+                template=dict(new.template),
+                environment=dict(new.environment),
+                files=dict(new.files),
+                parameters=dict(new.parameters),
+                created_at=self._clock(),
+            )
+        )
+        return _inserted_id(result)
 
     async def get_template(self, template_id: int) -> TemplateRecord:
         return await self._run(self._get_template, template_id)
@@ -334,7 +456,13 @@ class SqlStore:
         tags: Sequence[str] = (),
         stack_id: str | None = None,
         owner_id: str | None = None,
+        template: NewTemplate | None = None,
     ) -> StackRecord:
+        """Insert a stack row, and with ``template`` its template, in one transaction.
+
+        A stack is then never seen without its template, whatever fails or runs
+        concurrently; a second stack of the same live name is a ``Conflict``.
+        """
         return await self._run(
             self._create_stack,
             name,
@@ -346,6 +474,7 @@ class SqlStore:
             tuple(tags),
             stack_id or str(uuid.uuid4()),
             owner_id,
+            template,
         )
 
     def _create_stack(
@@ -359,6 +488,7 @@ class SqlStore:
         tags: tuple[str, ...],
         stack_id: str,
         owner_id: str | None,
+        template: NewTemplate | None,
     ) -> StackRecord:
         try:
             with self._tx() as conn:
@@ -382,9 +512,19 @@ class SqlStore:
                         owner_id=owner_id,
                     )
                 )
+                if template is not None:
+                    template_id = self._insert_template(conn, stack_id, template)
+                    conn.execute(
+                        t.stack.update()
+                        .where(t.stack.c.id == stack_id)
+                        .values(raw_template_id=template_id)
+                    )
                 return self._stack_by_id(conn, stack_id)
         except IntegrityError as exc:
-            raise Conflict(f"a stack named {name!r} already exists") from exc
+            raise Conflict(
+                f"a stack named {name!r} already exists in {self.location}: another command "
+                "may have just created it; `converge apply` again updates it"
+            ) from exc
 
     async def get_stack(self, stack_id: str) -> StackRecord:
         return await self._short(self._stack_by_id, stack_id)
@@ -1072,8 +1212,28 @@ class SqlStore:
                     roles=list(record.roles),
                     started_at=record.started_at,
                     heartbeat_at=record.heartbeat_at,
+                    process_start=record.process_start,
                 )
             )
+
+    async def list_services(self) -> list[ServiceRecord]:
+        return await self._run(self._list_services)
+
+    def _list_services(self) -> list[ServiceRecord]:
+        with self._tx() as conn:
+            rows = conn.execute(sa.select(t.service).order_by(t.service.c.started_at)).all()
+        return [
+            ServiceRecord(
+                engine_id=row.engine_id,
+                host=row.host,
+                pid=row.pid,
+                roles=tuple(row.roles),
+                started_at=row.started_at,
+                heartbeat_at=row.heartbeat_at,
+                process_start=row.process_start,
+            )
+            for row in rows
+        ]
 
     async def heartbeat(self, engine_id: str, now: float) -> None:
         await self._run(self._heartbeat, engine_id, now)
@@ -1122,7 +1282,7 @@ def _head_revision() -> str | None:
     return ScriptDirectory.from_config(_alembic_config()).get_current_head()
 
 
-def _create_engine(url: str) -> Engine:
+def _create_engine(url: str, *, read_only: bool = False) -> Engine:
     if url.startswith("sqlite"):
         engine = sa.create_engine(
             url,
@@ -1132,14 +1292,15 @@ def _create_engine(url: str) -> Engine:
 
         @sa.event.listens_for(engine, "connect")
         def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-            _configure_sqlite(dbapi_connection)
+            if not read_only:  # journal_mode=WAL writes the file when it is not WAL yet
+                _configure_sqlite(dbapi_connection)
             dbapi_connection.execute("PRAGMA busy_timeout=30000")
 
         @sa.event.listens_for(engine, "begin")
         def _on_begin(connection: Connection) -> None:
             # Take the write lock up front: another process on the same file then waits
             # (busy_timeout) instead of failing a read-to-write upgrade mid-transaction.
-            connection.exec_driver_sql("BEGIN IMMEDIATE")
+            connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
         return engine
     if url.startswith("postgresql://"):
@@ -1154,6 +1315,32 @@ def _configure_sqlite(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA foreign_keys=ON")
+
+
+def _schema_revision(connection: Connection, location: str) -> str | None:
+    """The stored schema version; None for a new, empty database."""
+    try:
+        return connection.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
+    except sa.exc.OperationalError as exc:  # SQLite: no such table
+        connection.rollback()
+        if "no such table" not in str(exc.orig):
+            raise
+    except sa.exc.ProgrammingError:  # PostgreSQL: undefined table
+        connection.rollback()
+    tables = sa.inspect(connection).get_table_names()
+    if tables:
+        raise StateError(
+            location,
+            f"not a converge state: it has tables ({', '.join(sorted(tables)[:5])}) "
+            "but no converge schema version",
+        )
+    return None
+
+
+def _fatal(location: str, error: BaseException | None) -> StateError | None:
+    if isinstance(error, sqlite3.Error):
+        return state_file.state_error(location, error)
+    return None
 
 
 def _merged(row: ResourceRecord, changes: Mapping[str, Any], atomic_key: int) -> ResourceRecord:

@@ -152,4 +152,6 @@ service = Table(
     Column("roles", JSON, nullable=False),
     Column("started_at", Float, nullable=False),
     Column("heartbeat_at", Float, nullable=False),
+    # Which process the pid was ("<boot id>:<start ticks>"): a pid alone is recycled.
+    Column("process_start", String(80), nullable=True),
 )

@@ -16,6 +16,7 @@ applied, as a type with nothing to read would. The plugins' base class, ``WorldB
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import os
@@ -65,6 +66,9 @@ class TestWorld:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        # Private from birth, like the state file: test types may hold generated secrets.
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         self._local = threading.local()
         self._opening = threading.Lock()
         # Inline connections never wait: a locked file raises, and ``call`` goes to a thread.
