@@ -45,6 +45,7 @@ from converge.records import (
     ServiceRecord,
     StackRecord,
     TemplateRecord,
+    built,
 )
 from converge.sqlite_inline import Busy, InlineSqlite
 
@@ -563,16 +564,21 @@ class SqlStore:
 
     def _list_resources(self, stack_id: str) -> list[ResourceRecord]:
         with self._tx() as conn:
-            return self._resources_of(conn, stack_id)
+            rows = self._resource_rows_of(conn, stack_id)
+        # Records are made after the commit: on SQLite the transaction holds the write
+        # lock, and making a big stack's records takes longer than reading its rows.
+        return [_resource_record(row) for row in rows]
 
     def _resources_of(self, conn: Connection, stack_id: str) -> list[ResourceRecord]:
+        return [_resource_record(row) for row in self._resource_rows_of(conn, stack_id)]
+
+    def _resource_rows_of(self, conn: Connection, stack_id: str) -> Sequence[Any]:
         raw = self._raw(conn)
         if raw is not None and self._hot is not None:
-            return [_resource_record(row) for row in self._hot.resources_of_stack(raw, stack_id)]
-        rows = conn.execute(
+            return self._hot.resources_of_stack(raw, stack_id)
+        return conn.execute(
             sa.select(t.resource).where(t.resource.c.stack_id == stack_id).order_by(t.resource.c.id)
         ).all()
-        return [_resource_record(row) for row in rows]
 
     async def resource_types(self, stack_id: str) -> set[str]:
         """The types of the stack's resource rows."""
@@ -1138,13 +1144,27 @@ def _new_resource_row(stack_id: str, new: NewResource, now: float) -> dict[str, 
     }
 
 
+# Stored text to enum by a dict: ``Action(text)`` costs several times more, and a listing of
+# a big stack converts two per row. An unknown text still fails in the enum's own call.
+_ACTIONS: dict[str, Action] = {action.value: action for action in Action}
+_STATUSES: dict[str, Status] = {status.value: status for status in Status}
+
+
+def _action(text: str) -> Action:
+    return _ACTIONS.get(text) or Action(text)
+
+
+def _status(text: str) -> Status:
+    return _STATUSES.get(text) or Status(text)
+
+
 def _stack_record(row: Any) -> StackRecord:
     return StackRecord(
         id=row.id,
         name=row.name,
         project_id=row.project_id,
-        action=Action(row.action),
-        status=Status(row.status),
+        action=_action(row.action),
+        status=_status(row.status),
         status_reason=row.status_reason or "",
         raw_template_id=row.raw_template_id,
         prev_raw_template_id=row.prev_raw_template_id,
@@ -1166,33 +1186,37 @@ def _stack_record(row: Any) -> StackRecord:
 
 
 def _resource_record(row: Any) -> ResourceRecord:
-    return ResourceRecord(
-        id=row.id,
-        stack_id=row.stack_id,
-        name=row.name,
-        type=row.type,
-        action=Action(row.action),
-        status=Status(row.status),
-        status_reason=row.status_reason or "",
-        physical_resource_id=row.physical_resource_id,
-        current_template_id=row.current_template_id,
-        requires=frozenset(row.requires or ()),
-        replaces=row.replaces,
-        replaced_by=row.replaced_by,
-        engine_id=row.engine_id,
-        atomic_key=row.atomic_key,
-        properties_data=row.properties_data or {},
-        plugin_data=row.plugin_data or {},
-        attr_data=row.attr_data or {},
-        deletion_policy=row.deletion_policy,
-        hook_pending=row.hook_pending,
-        cleared_hooks=tuple(row.cleared_hooks or ()),
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        drift_status=row.drift_status,
-        drift_detail=row.drift_detail or {},
-        heal_attempts=row.heal_attempts or 0,
-        heal_last_at=row.heal_last_at,
-        heal_next_at=row.heal_next_at,
-        drift_checked_at=row.drift_checked_at,
+    # ``built``: listings make thousands of these, and the generated __init__ is slow.
+    return built(
+        ResourceRecord,
+        dict(
+            id=row.id,
+            stack_id=row.stack_id,
+            name=row.name,
+            type=row.type,
+            action=_action(row.action),
+            status=_status(row.status),
+            status_reason=row.status_reason or "",
+            physical_resource_id=row.physical_resource_id,
+            current_template_id=row.current_template_id,
+            requires=frozenset(row.requires or ()),
+            replaces=row.replaces,
+            replaced_by=row.replaced_by,
+            engine_id=row.engine_id,
+            atomic_key=row.atomic_key,
+            properties_data=row.properties_data or {},
+            plugin_data=row.plugin_data or {},
+            attr_data=row.attr_data or {},
+            deletion_policy=row.deletion_policy,
+            hook_pending=row.hook_pending,
+            cleared_hooks=tuple(row.cleared_hooks or ()),
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+            drift_status=row.drift_status,
+            drift_detail=row.drift_detail or {},
+            heal_attempts=row.heal_attempts or 0,
+            heal_last_at=row.heal_last_at,
+            heal_next_at=row.heal_next_at,
+            drift_checked_at=row.drift_checked_at,
+        ),
     )
