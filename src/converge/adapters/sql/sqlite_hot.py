@@ -41,13 +41,24 @@ class _Table:
     def row(self, values: Sequence[Any]) -> Any:
         decoded = list(values)
         for i in self._json_at:
-            text = decoded[i]
-            decoded[i] = None if text is None else json_codec.loads(text)
+            decoded[i] = _json_value(decoded[i])
         return self.row_type(*decoded)
 
     def bind(self, name: str, value: Any) -> Any:
         """A Python value as this column stores it (JSON as SQLAlchemy's JSON type does)."""
         return json_codec.dumps(value) if name in self.json else value
+
+
+def _json_value(text: str | None) -> Any:
+    # Most JSON columns hold an empty value: those are made here, a fresh one each time
+    # as the decoder would, at a fraction of a decoder call (a listing reads 7 per row).
+    if text is None or text == "null":
+        return None
+    if text == "{}":
+        return {}
+    if text == "[]":
+        return []
+    return json_codec.loads(text)
 
 
 _STACK = _Table(t.stack, skip=["current_deps"])  # the graph can be megabytes: never here
