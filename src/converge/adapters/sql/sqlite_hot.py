@@ -83,6 +83,18 @@ class SqliteHotPath:
         found = raw.execute(f"{_STACK.select} WHERE id = ?", (stack_id,)).fetchone()
         return None if found is None else _STACK.row(found)
 
+    def find_stack(
+        self, raw: sqlite3.Connection, name_or_id: str, project_id: str, include_deleted: bool
+    ) -> Any | None:
+        """The project's newest stack with this name or id (live ones only, unless asked)."""
+        live = "" if include_deleted else " AND deleted_marker = ''"
+        found = raw.execute(
+            f"{_STACK.select} WHERE project_id = ? AND (name = ? OR id = ?){live} "
+            "ORDER BY created_at DESC LIMIT 1",
+            (project_id, name_or_id, name_or_id),
+        ).fetchone()
+        return None if found is None else _STACK.row(found)
+
     def current_traversal(self, raw: sqlite3.Connection, stack_id: str) -> str | None:
         found = raw.execute(
             "SELECT current_traversal FROM stack WHERE id = ?", (stack_id,)

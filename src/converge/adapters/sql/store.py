@@ -65,6 +65,20 @@ _STACK_COLUMNS = [c for c in t.stack.c if c.name != "current_deps"]
 # more than the SQL itself).
 _res, _rep = t.resource.c, t.sync_report.c
 _SELECT_STACK = sa.select(*_STACK_COLUMNS).where(t.stack.c.id == sa.bindparam("stack_id"))
+# A stack by name or id in a project, the newest first (a name may have deleted namesakes).
+_FIND_STACK = (
+    sa.select(*_STACK_COLUMNS)
+    .where(
+        t.stack.c.project_id == sa.bindparam("project_id"),
+        sa.or_(
+            t.stack.c.name == sa.bindparam("name_or_id"),
+            t.stack.c.id == sa.bindparam("name_or_id"),
+        ),
+    )
+    .order_by(t.stack.c.created_at.desc())
+    .limit(1)
+)
+_FIND_LIVE_STACK = _FIND_STACK.where(t.stack.c.deleted_marker == "")
 _SELECT_CURRENT_TRAVERSAL = sa.select(t.stack.c.current_traversal).where(
     t.stack.c.id == sa.bindparam("stack_id")
 )
@@ -358,20 +372,23 @@ class SqlStore:
     async def find_stack(
         self, name_or_id: str, project_id: str, *, include_deleted: bool = False
     ) -> StackRecord:
-        return await self._run(self._find_stack, name_or_id, project_id, include_deleted)
+        # Every API request that names a stack starts here: a short transaction, run
+        # inline on SQLite (see ``_short``) with a statement built once.
+        return await self._short(self._find_stack, name_or_id, project_id, include_deleted)
 
-    def _find_stack(self, name_or_id: str, project_id: str, include_deleted: bool) -> StackRecord:
-        with self._tx() as conn:
-            query = sa.select(*_STACK_COLUMNS).where(
-                t.stack.c.project_id == project_id,
-                sa.or_(t.stack.c.name == name_or_id, t.stack.c.id == name_or_id),
-            )
-            if not include_deleted:
-                query = query.where(t.stack.c.deleted_marker == "")
-            rows = conn.execute(query.order_by(t.stack.c.created_at.desc())).all()
-        if not rows:
+    def _find_stack(
+        self, conn: Conn, name_or_id: str, project_id: str, include_deleted: bool
+    ) -> StackRecord:
+        raw = self._raw(conn)
+        if raw is not None and self._hot is not None:
+            row = self._hot.find_stack(raw, name_or_id, project_id, include_deleted)
+        else:
+            assert isinstance(conn, Connection)
+            query = _FIND_STACK if include_deleted else _FIND_LIVE_STACK
+            row = conn.execute(query, {"project_id": project_id, "name_or_id": name_or_id}).first()
+        if row is None:
             raise NotFound(f"stack {name_or_id!r} not found")
-        return _stack_record(rows[0])
+        return _stack_record(row)
 
     async def list_stacks(
         self, project_id: str | None = None, *, include_deleted: bool = False
