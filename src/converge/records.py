@@ -3,10 +3,36 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, TypeVar
 
 from converge.core.states import Action, Status
+
+T = TypeVar("T")
+
+
+def built(cls: type[T], values: dict[str, Any]) -> T:
+    """The frozen dataclass ``cls`` holding ``values``, which name every one of its fields.
+
+    What ``cls(**values)`` makes, at about a third of the cost: a frozen dataclass's
+    generated ``__init__`` sets each field through ``object.__setattr__``, and that was
+    most of the time spent listing a stack of a thousand resources. No defaults are
+    filled in, so a missing or unknown field is a ``TypeError``, as in ``__init__``.
+    """
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = frozenset(f.name for f in fields(cls))  # type: ignore[arg-type]
+    if values.keys() != names:
+        raise TypeError(
+            f"{cls.__name__}: missing {sorted(names - values.keys())}, "
+            f"unknown {sorted(values.keys() - names)}"
+        )
+    instance = object.__new__(cls)
+    instance.__dict__.update(values)
+    return instance
+
+
+_FIELD_NAMES: dict[type, frozenset[str]] = {}
 
 
 @dataclass(frozen=True)
@@ -57,7 +83,9 @@ class StackRecord:
 
     @property
     def state(self) -> str:
-        return f"{self.action}_{self.status}"
+        # Concatenation, not an f-string: formatting a StrEnum goes through its
+        # __format__, and listings ask every row for its state.
+        return self.action + "_" + self.status
 
 
 @dataclass(frozen=True)
@@ -93,7 +121,9 @@ class ResourceRecord:
 
     @property
     def state(self) -> str:
-        return f"{self.action}_{self.status}"
+        # Concatenation, not an f-string: formatting a StrEnum goes through its
+        # __format__, and listings ask every row for its state.
+        return self.action + "_" + self.status
 
 
 @dataclass(frozen=True)

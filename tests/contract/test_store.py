@@ -57,6 +57,26 @@ async def test_stack_names_are_unique_among_live_stacks(store: SqlStore) -> None
     assert found.id == again
 
 
+async def test_find_stack_by_name_or_id_in_its_project(store: SqlStore) -> None:
+    first = await new_stack(store)
+    await store.mark_stack_deleted(first)
+    with pytest.raises(NotFound, match="stack 's' not found"):
+        await store.find_stack("s", "p")
+    assert (await store.find_stack("s", "p", include_deleted=True)).id == first
+    assert (await store.find_stack(first, "p", include_deleted=True)).deleted
+    second = await new_stack(store)
+    # By name: the live one; with the deleted ones too: the newest.
+    assert (await store.find_stack("s", "p")).id == second
+    await store.mark_stack_deleted(second)
+    found = await store.find_stack("s", "p", include_deleted=True)
+    assert found.id == second and found.deleted and found.name == "s"
+    assert (await store.find_stack(first, "p", include_deleted=True)).id == first
+    with pytest.raises(NotFound):
+        await store.find_stack(first, "other-project", include_deleted=True)
+    with pytest.raises(NotFound):
+        await store.find_stack("t", "p", include_deleted=True)
+
+
 async def test_stack_compare_and_swap(store: SqlStore) -> None:
     stack_id = await new_stack(store)
     stack = await store.get_stack(stack_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
@@ -9,6 +10,16 @@ from urllib.parse import quote
 from fastapi import Request
 
 from converge.views import EventView, ResourceView, StackView
+
+# What ``quote(text, safe="")`` leaves as it is (RFC 3986's unreserved characters).
+_UNRESERVED = re.compile(r"[A-Za-z0-9._~-]*")
+
+
+def path_segment(text: str) -> str:
+    """``text`` quoted as one URL path segment; most names need no quoting, and checking
+    that first costs a fraction of ``quote``, which a listing calls once per resource."""
+    return text if _UNRESERVED.fullmatch(text) else quote(text, safe="")
+
 
 # The fields of a stack in a listing (Heat's ``stacks_view.basic_keys``).
 _SUMMARY_KEYS = (
@@ -33,7 +44,7 @@ def base_url(request: Request, project_id: str) -> str:
 
 
 def stack_path(name: str, stack_id: str) -> str:
-    return f"/stacks/{quote(name, safe='')}/{stack_id}"
+    return f"/stacks/{path_segment(name)}/{stack_id}"
 
 
 def stack_link(request: Request, project_id: str, name: str, stack_id: str) -> dict[str, str]:
@@ -100,7 +111,7 @@ def resource_document(
     """``url``: the stack's (``stack_url``), when the caller makes many documents."""
     url = url or stack_url(request, project_id, stack)
     links = [
-        {"href": f"{url}/resources/{quote(resource.resource_name, safe='')}", "rel": "self"},
+        {"href": f"{url}/resources/{path_segment(resource.resource_name)}", "rel": "self"},
         {"href": url, "rel": "stack"},
     ]
     if nested is not None:
@@ -139,7 +150,7 @@ def event_document(
     detail: bool = False,
 ) -> dict[str, Any]:
     stack_url = base_url(request, project_id) + stack_path(stack.stack_name, stack.id)
-    resource_url = f"{stack_url}/resources/{quote(event.resource_name, safe='')}"
+    resource_url = f"{stack_url}/resources/{path_segment(event.resource_name)}"
     document: dict[str, Any] = {
         "id": str(event.id),
         "links": [

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import socket
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -64,3 +67,32 @@ async def test_tokens_are_stored_hashed_and_revocable(tmp_path: Path) -> None:
         assert [t.id for t in listed] == [record.id] and listed[0].is_revoked
     stored = sqlite3.connect(state).execute("SELECT * FROM api_token").fetchall()
     assert stored and not any(secret in str(row) for row in stored)
+
+
+def _keep_alive_round_trips(port: int, count: int) -> list[float]:
+    """Seconds for each of ``count`` requests sent one after another on one connection."""
+    times = []
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for _ in range(count):
+            started = time.perf_counter()
+            conn.sendall(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n")
+            received = b""
+            while not received.endswith(b"}]}"):  # the versions document's last bytes
+                chunk = conn.recv(65536)
+                assert chunk, "the server closed the connection"
+                received += chunk
+            times.append(time.perf_counter() - started)
+    return times
+
+
+async def test_keep_alive_responses_are_not_held_back_by_nagle(tmp_path: Path) -> None:
+    # With Nagle's algorithm on the server's sockets, a response's body (its second
+    # write) waited for the client's delayed ACK: every request after a connection's
+    # first took 40 ms or more, however fast the server was.
+    async with (
+        Converge.embedded(tmp_path / "state.db") as cv,
+        serving_api(cv, "127.0.0.1", 0, noauth=True) as (_, port),
+    ):
+        times = await asyncio.to_thread(_keep_alive_round_trips, port, 6)
+    assert min(times[1:]) < 0.03, [round(t * 1000, 1) for t in times]

@@ -51,6 +51,7 @@ from converge.records import (
     ServiceRecord,
     StackRecord,
     TemplateRecord,
+    built,
 )
 from converge.sqlite_inline import Busy, InlineSqlite
 
@@ -70,6 +71,20 @@ _STACK_COLUMNS = [c for c in t.stack.c if c.name != "current_deps"]
 # more than the SQL itself).
 _res, _rep = t.resource.c, t.sync_report.c
 _SELECT_STACK = sa.select(*_STACK_COLUMNS).where(t.stack.c.id == sa.bindparam("stack_id"))
+# A stack by name or id in a project, the newest first (a name may have deleted namesakes).
+_FIND_STACK = (
+    sa.select(*_STACK_COLUMNS)
+    .where(
+        t.stack.c.project_id == sa.bindparam("project_id"),
+        sa.or_(
+            t.stack.c.name == sa.bindparam("name_or_id"),
+            t.stack.c.id == sa.bindparam("name_or_id"),
+        ),
+    )
+    .order_by(t.stack.c.created_at.desc())
+    .limit(1)
+)
+_FIND_LIVE_STACK = _FIND_STACK.where(t.stack.c.deleted_marker == "")
 _SELECT_CURRENT_TRAVERSAL = sa.select(t.stack.c.current_traversal).where(
     t.stack.c.id == sa.bindparam("stack_id")
 )
@@ -543,20 +558,23 @@ class SqlStore:
     async def find_stack(
         self, name_or_id: str, project_id: str, *, include_deleted: bool = False
     ) -> StackRecord:
-        return await self._run(self._find_stack, name_or_id, project_id, include_deleted)
+        # Every API request that names a stack starts here: a short transaction, run
+        # inline on SQLite (see ``_short``) with a statement built once.
+        return await self._short(self._find_stack, name_or_id, project_id, include_deleted)
 
-    def _find_stack(self, name_or_id: str, project_id: str, include_deleted: bool) -> StackRecord:
-        with self._tx() as conn:
-            query = sa.select(*_STACK_COLUMNS).where(
-                t.stack.c.project_id == project_id,
-                sa.or_(t.stack.c.name == name_or_id, t.stack.c.id == name_or_id),
-            )
-            if not include_deleted:
-                query = query.where(t.stack.c.deleted_marker == "")
-            rows = conn.execute(query.order_by(t.stack.c.created_at.desc())).all()
-        if not rows:
+    def _find_stack(
+        self, conn: Conn, name_or_id: str, project_id: str, include_deleted: bool
+    ) -> StackRecord:
+        raw = self._raw(conn)
+        if raw is not None and self._hot is not None:
+            row = self._hot.find_stack(raw, name_or_id, project_id, include_deleted)
+        else:
+            assert isinstance(conn, Connection)
+            query = _FIND_STACK if include_deleted else _FIND_LIVE_STACK
+            row = conn.execute(query, {"project_id": project_id, "name_or_id": name_or_id}).first()
+        if row is None:
             raise NotFound(f"stack {name_or_id!r} not found")
-        return _stack_record(rows[0])
+        return _stack_record(row)
 
     async def list_stacks(
         self, project_id: str | None = None, *, include_deleted: bool = False
@@ -751,16 +769,21 @@ class SqlStore:
 
     def _list_resources(self, stack_id: str) -> list[ResourceRecord]:
         with self._tx() as conn:
-            return self._resources_of(conn, stack_id)
+            rows = self._resource_rows_of(conn, stack_id)
+        # Records are made after the commit: on SQLite the transaction holds the write
+        # lock, and making a big stack's records takes longer than reading its rows.
+        return [_resource_record(row) for row in rows]
 
     def _resources_of(self, conn: Connection, stack_id: str) -> list[ResourceRecord]:
+        return [_resource_record(row) for row in self._resource_rows_of(conn, stack_id)]
+
+    def _resource_rows_of(self, conn: Connection, stack_id: str) -> Sequence[Any]:
         raw = self._raw(conn)
         if raw is not None and self._hot is not None:
-            return [_resource_record(row) for row in self._hot.resources_of_stack(raw, stack_id)]
-        rows = conn.execute(
+            return self._hot.resources_of_stack(raw, stack_id)
+        return conn.execute(
             sa.select(t.resource).where(t.resource.c.stack_id == stack_id).order_by(t.resource.c.id)
         ).all()
-        return [_resource_record(row) for row in rows]
 
     async def resource_types(self, stack_id: str) -> set[str]:
         """The types of the stack's resource rows."""
@@ -1417,13 +1440,27 @@ def _new_resource_row(stack_id: str, new: NewResource, now: float) -> dict[str, 
     }
 
 
+# Stored text to enum by a dict: ``Action(text)`` costs several times more, and a listing of
+# a big stack converts two per row. An unknown text still fails in the enum's own call.
+_ACTIONS: dict[str, Action] = {action.value: action for action in Action}
+_STATUSES: dict[str, Status] = {status.value: status for status in Status}
+
+
+def _action(text: str) -> Action:
+    return _ACTIONS.get(text) or Action(text)
+
+
+def _status(text: str) -> Status:
+    return _STATUSES.get(text) or Status(text)
+
+
 def _stack_record(row: Any) -> StackRecord:
     return StackRecord(
         id=row.id,
         name=row.name,
         project_id=row.project_id,
-        action=Action(row.action),
-        status=Status(row.status),
+        action=_action(row.action),
+        status=_status(row.status),
         status_reason=row.status_reason or "",
         raw_template_id=row.raw_template_id,
         prev_raw_template_id=row.prev_raw_template_id,
@@ -1445,33 +1482,37 @@ def _stack_record(row: Any) -> StackRecord:
 
 
 def _resource_record(row: Any) -> ResourceRecord:
-    return ResourceRecord(
-        id=row.id,
-        stack_id=row.stack_id,
-        name=row.name,
-        type=row.type,
-        action=Action(row.action),
-        status=Status(row.status),
-        status_reason=row.status_reason or "",
-        physical_resource_id=row.physical_resource_id,
-        current_template_id=row.current_template_id,
-        requires=frozenset(row.requires or ()),
-        replaces=row.replaces,
-        replaced_by=row.replaced_by,
-        engine_id=row.engine_id,
-        atomic_key=row.atomic_key,
-        properties_data=row.properties_data or {},
-        plugin_data=row.plugin_data or {},
-        attr_data=row.attr_data or {},
-        deletion_policy=row.deletion_policy,
-        hook_pending=row.hook_pending,
-        cleared_hooks=tuple(row.cleared_hooks or ()),
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        drift_status=row.drift_status,
-        drift_detail=row.drift_detail or {},
-        heal_attempts=row.heal_attempts or 0,
-        heal_last_at=row.heal_last_at,
-        heal_next_at=row.heal_next_at,
-        drift_checked_at=row.drift_checked_at,
+    # ``built``: listings make thousands of these, and the generated __init__ is slow.
+    return built(
+        ResourceRecord,
+        dict(
+            id=row.id,
+            stack_id=row.stack_id,
+            name=row.name,
+            type=row.type,
+            action=_action(row.action),
+            status=_status(row.status),
+            status_reason=row.status_reason or "",
+            physical_resource_id=row.physical_resource_id,
+            current_template_id=row.current_template_id,
+            requires=frozenset(row.requires or ()),
+            replaces=row.replaces,
+            replaced_by=row.replaced_by,
+            engine_id=row.engine_id,
+            atomic_key=row.atomic_key,
+            properties_data=row.properties_data or {},
+            plugin_data=row.plugin_data or {},
+            attr_data=row.attr_data or {},
+            deletion_policy=row.deletion_policy,
+            hook_pending=row.hook_pending,
+            cleared_hooks=tuple(row.cleared_hooks or ()),
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+            drift_status=row.drift_status,
+            drift_detail=row.drift_detail or {},
+            heal_attempts=row.heal_attempts or 0,
+            heal_last_at=row.heal_last_at,
+            heal_next_at=row.heal_next_at,
+            drift_checked_at=row.drift_checked_at,
+        ),
     )
