@@ -499,12 +499,32 @@ class Converge:
     async def list_resources(self, name_or_id: str) -> list[ResourceView]:
         stack = await self._find(name_or_id, include_deleted=True)
         rows = await self._store.list_resources(stack.id)
-        return self._resource_views(rows, rows)
+        return self._resource_views(rows, rows, await self._written_types(stack))
+
+    async def _written_types(self, stack: StackRecord) -> dict[str, tuple[str, str]]:
+        """Per resource name, (implementation, type as written) where the template's
+        environment mapped the type (an alias, a provider template): Heat shows the written
+        one."""
+        if stack.raw_template_id is None or stack.deleted:
+            return {}
+        try:
+            definition = await self._ctx.definitions.get(stack.raw_template_id)
+        except (NotFound, TemplateError):
+            return {}
+        return {
+            name: (resource.implementation_type, resource.type)
+            for name, resource in definition.resources.items()
+            if resource.type != resource.implementation_type
+        }
 
     def _resource_views(
-        self, rows: Sequence[ResourceRecord], every: Sequence[ResourceRecord]
+        self,
+        rows: Sequence[ResourceRecord],
+        every: Sequence[ResourceRecord],
+        written: Mapping[str, tuple[str, str]] | None = None,
     ) -> list[ResourceView]:
-        """Views of ``rows``; ``every`` row of the stack says who requires whom."""
+        """Views of ``rows``; ``every`` row of the stack says who requires whom; ``written``
+        (from ``_written_types``) gives the types as the template wrote them."""
         names = {row.id: row.name for row in every}
         required_by: dict[str, list[str]] = {}
         for row in every:
@@ -521,7 +541,9 @@ class Converge:
                     schema = self._ctx.registry.plugin(row.type).properties_schema
                     hidden = frozenset(n for n, p in schema.items() if p.hidden)
                 hidden_by_type[row.type] = hidden
-            views.append(ResourceView.of(row, required_by.get(row.name, []), hidden))
+            mapped = (written or {}).get(row.name)
+            as_written = mapped[1] if mapped is not None and mapped[0] == row.type else None
+            views.append(ResourceView.of(row, required_by.get(row.name, []), hidden, as_written))
         return views
 
     async def list_events(
@@ -709,7 +731,7 @@ class Converge:
         stack = await self._find(name_or_id, include_deleted=True)
         every = await self._store.list_resources(stack.id)
         row = self._newest_row(every, resource_name, stack.name)
-        view = self._resource_views([row], every)[0]
+        view = self._resource_views([row], every, await self._written_types(stack))[0]
         # As Heat's resource show: every attribute of the type, resolved.
         declared = await self._declared_attributes(stack, row)
         attributes = await self.engine.worker.every_attribute(stack, row, declared)

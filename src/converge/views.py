@@ -98,7 +98,10 @@ class ResourceView:
         record: ResourceRecord,
         required_by: list[str],
         hidden: frozenset[str] = frozenset(),
+        written_type: str | None = None,
     ) -> ResourceView:
+        """``written_type``: the type as the template wrote it (an alias, a template file)
+        where it differs from the implementation the row records; Heat shows that one."""
         # ``built``: a listing makes one per resource, and the generated __init__ is slow.
         return built(
             ResourceView,
@@ -106,7 +109,7 @@ class ResourceView:
                 "resource_name": record.name,
                 "logical_resource_id": record.name,
                 "physical_resource_id": record.physical_resource_id or "",
-                "resource_type": record.type,
+                "resource_type": written_type or record.type,
                 "resource_status": record.state,
                 "resource_status_reason": record.status_reason,
                 "updated_time": iso_time(record.updated_at or record.created_at),

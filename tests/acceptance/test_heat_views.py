@@ -149,3 +149,20 @@ async def test_resource_show_resolves_every_attribute_of_the_type(cv: Converge) 
     box = await cv.get_resource("a", "box")
     assert box.attributes["answer"] == 42
     assert box.attributes["OS::stack_id"]
+
+
+ALIASED = """
+heat_template_version: 2021-04-16
+resources:
+  server: {type: My::Server}
+  box: {type: box.yaml}
+"""
+
+
+async def test_resource_type_is_shown_as_the_template_wrote_it(cv: Converge) -> None:
+    # Heat shows an alias or a template file name, not what the registry mapped it to.
+    env = "resource_registry:\n  My::Server: OS::Heat::None\n"
+    await cv.create_stack("t", ALIASED, files={"box.yaml": BOX}, environments=[env])
+    types = {r.resource_name: r.resource_type for r in await cv.list_resources("t")}
+    assert types == {"server": "My::Server", "box": "box.yaml"}
+    assert (await cv.get_resource("t", "server")).resource_type == "My::Server"
