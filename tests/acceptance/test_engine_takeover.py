@@ -43,9 +43,12 @@ def test_the_claims_of_a_killed_engine_are_taken_over_at_once(tmp_path: Path) ->
     try:
         assert killed.stdout is not None
         line, deadline = "", time.monotonic() + 60
-        while "slow  CREATE_IN_PROGRESS" not in line and time.monotonic() < deadline:
+        # The resource's own event (the stack, named slow too, starts with "Stack CREATE
+        # started"): once it is printed, that engine has claimed the resource.
+        claimed = "slow  CREATE_IN_PROGRESS  state changed"
+        while claimed not in line and time.monotonic() < deadline:
             line = killed.stdout.readline()
-        assert "slow  CREATE_IN_PROGRESS" in line  # the resource is claimed by that engine
+        assert claimed in line
         killed.send_signal(signal.SIGKILL)
         killed.wait(timeout=30)
     finally:
