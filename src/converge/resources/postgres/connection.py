@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
@@ -19,6 +19,8 @@ from converge.errors import PermanentFailure
 
 if TYPE_CHECKING:
     import psycopg
+
+    from converge.resources.base import AppliedState, ResourceContext
 
 URL_VARIABLE = "CONVERGE_POSTGRES_URL"
 DEFAULT_CONNECT_TIMEOUT = 5.0
@@ -118,3 +120,24 @@ def _message(exc: Exception) -> str:
     diagnostic = getattr(exc, "diag", None)
     primary = getattr(diagnostic, "message_primary", None)
     return str(primary or exc).strip()
+
+
+async def delete_on_server(
+    ctx: ResourceContext,
+    current: AppliedState,
+    kind: str,
+    delete: Callable[[str], Awaitable[None]],
+) -> None:
+    """Run ``delete`` against the resource's server. A create that never recorded an id,
+    on a server that cannot be reached (a wrong URL, most likely what failed it), left
+    nothing that can be found: that delete succeeds, since failing would keep the stack
+    from ever being deleted."""
+    url = server_url(current.properties, ctx.settings, ctx.resource_name)
+    if url is None:
+        return
+    try:
+        await delete(url)
+    except ServerUnreachable:
+        if current.physical_id is not None:
+            raise
+        ctx.logger.warning("no %s to delete: its server is not reachable", kind)

@@ -28,8 +28,8 @@ from converge.resources.base import (
     ValidationContext,
 )
 from converge.resources.postgres.connection import (
-    ServerUnreachable,
     connect,
+    delete_on_server,
     identifier_for,
     require_url,
     server_url,
@@ -147,18 +147,9 @@ class PostgresDatabase(ResourcePlugin):
         return Outcome(name, _facts(name, url))
 
     async def delete(self, ctx: ResourceContext, current: AppliedState) -> None:
-        url = server_url(current.properties, ctx.settings, ctx.resource_name)
-        if url is None:
-            return
-        try:
-            await self._delete(ctx, current, url)
-        except ServerUnreachable:
-            if current.physical_id is not None:
-                raise
-            # A create that never recorded an id, on a server that cannot be reached (a
-            # wrong URL, most likely what failed it): nothing of it can be found, and
-            # failing would keep the stack from ever being deleted.
-            ctx.logger.warning("no %s to delete: its server is not reachable", "database")
+        await delete_on_server(
+            ctx, current, "database", lambda url: self._delete(ctx, current, url)
+        )
 
     async def _delete(self, ctx: ResourceContext, current: AppliedState, url: str) -> None:
         from psycopg import sql
