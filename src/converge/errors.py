@@ -146,9 +146,7 @@ class PermanentFailure(ConvergeError):
     (a nested stack's ``["resources", "inner"]``).
     """
 
-    def __init__(
-        self, message: str, *, kind: str = "Error", path: Sequence[str] = ()
-    ) -> None:
+    def __init__(self, message: str, *, kind: str = "Error", path: Sequence[str] = ()) -> None:
         self.kind = kind
         self.path = tuple(path)
         super().__init__(message)

@@ -53,9 +53,7 @@ resources:
   box: {type: box.yaml}
 """
 
-HOOK_NESTED = (
-    "resource_registry:\n  resources:\n    box:\n      part:\n        hooks: pre-create\n"
-)
+HOOK_NESTED = "resource_registry:\n  resources:\n    box:\n      part:\n        hooks: pre-create\n"
 
 
 async def test_cancel_stops_the_nested_stacks_below(cv: Converge, reality: Reality) -> None:

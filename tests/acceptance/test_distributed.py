@@ -14,12 +14,12 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import aio_pika
 import pytest
 
 from converge.api import Converge
 from converge.engine.settings import EngineSettings
 from converge.resources.builtin import world
+from support.amqp import delete_namespace
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rabbitmq]
 
@@ -60,15 +60,7 @@ async def engines(
         async with engine() as first, engine() as second:
             yield [first, second]
     finally:
-        connection = await aio_pika.connect(rabbitmq_url)
-        for name in (f"{namespace}.work", f"{namespace}.work.host.{socket.gethostname()}"):
-            channel = await connection.channel()
-            with contextlib.suppress(aio_pika.exceptions.AMQPError):
-                await channel.queue_delete(name)
-        channel = await connection.channel()
-        with contextlib.suppress(aio_pika.exceptions.AMQPError):
-            await channel.exchange_delete(f"{namespace}.notifications")
-        await connection.close()
+        await delete_namespace(rabbitmq_url, namespace, hosts=(socket.gethostname(),))
 
 
 async def test_two_engines_converge_a_fan_in_together(engines: list[Converge]) -> None:

@@ -4,15 +4,14 @@ under CI=true). Every test has its own namespace of queues and exchange, deleted
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-import aio_pika
 import pytest
 
 from converge.adapters.amqp_bus import AmqpBus
+from support.amqp import delete_namespace
 
 pytestmark = pytest.mark.rabbitmq
 
@@ -23,17 +22,7 @@ Handler = Callable[[dict[str, Any]], Awaitable[None]]
 async def namespace(rabbitmq_url: str) -> AsyncIterator[str]:
     name = f"converge-test-{uuid.uuid4().hex[:10]}"
     yield name
-    connection = await aio_pika.connect(rabbitmq_url)
-    try:
-        for queue in (f"{name}.work", *(f"{name}.work.host.{h}" for h in ("h1", "h2"))):
-            channel = await connection.channel()
-            with contextlib.suppress(aio_pika.exceptions.AMQPError):
-                await channel.queue_delete(queue)
-        channel = await connection.channel()
-        with contextlib.suppress(aio_pika.exceptions.AMQPError):
-            await channel.exchange_delete(f"{name}.notifications")
-    finally:
-        await connection.close()
+    await delete_namespace(rabbitmq_url, name, hosts=("h1", "h2"))
 
 
 @pytest.fixture

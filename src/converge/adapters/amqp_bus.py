@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aio_pika
@@ -78,6 +78,7 @@ class AmqpBus:
         self._work_channel: AbstractChannel | None = None
         self._handler: WorkHandler | None = None
         self._declared_host_queues: set[str] = set()
+        self._subscriptions: set[AmqpSubscription] = set()
 
     # --- names -------------------------------------------------------------------------
 
@@ -128,8 +129,19 @@ class AmqpBus:
     async def close(self) -> None:
         self._handler = None
         connection, self._connection = self._connection, None
-        if connection is not None:
-            await connection.close()
+        if connection is None:
+            return
+        # Channels first, each awaited: closing only the connection leaves every channel's
+        # close callback as a task nobody waits for, destroyed pending when the loop ends.
+        for subscription in list(self._subscriptions):
+            await subscription.close()
+        channels = (self._work_channel, self._publishing)
+        self._work_channel = self._publishing = self._notifications = None
+        for channel in channels:
+            if channel is not None and not channel.is_closed:
+                with contextlib.suppress(*_SEND_ERRORS):
+                    await channel.close()
+        await connection.close()
 
     async def __aenter__(self) -> AmqpBus:
         await self.connect()
@@ -200,7 +212,8 @@ class AmqpBus:
         assert self._connection is not None
         channel = await self._connection.channel()
         queue = await channel.declare_queue(exclusive=True, auto_delete=True)
-        subscription = AmqpSubscription(channel, queue)
+        subscription = AmqpSubscription(channel, queue, self._subscriptions.discard)
+        self._subscriptions.add(subscription)
         await queue.bind(self.exchange_name, routing_key="#" if topic == ALL_TOPICS else topic)
         await subscription.start()
         return subscription
@@ -233,9 +246,15 @@ class AmqpBus:
 class AmqpSubscription:
     """A subscriber's exclusive queue and its channel; iterate for the notifications."""
 
-    def __init__(self, channel: AbstractChannel, queue: AbstractQueue) -> None:
+    def __init__(
+        self,
+        channel: AbstractChannel,
+        queue: AbstractQueue,
+        on_close: Callable[[AmqpSubscription], None] = lambda _: None,
+    ) -> None:
         self._channel = channel
         self._queue = queue
+        self._on_close = on_close
         self._received: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
         self._closed = False
 
@@ -260,6 +279,7 @@ class AmqpSubscription:
         if self._closed:
             return
         self._closed = True
+        self._on_close(self)
         self._received.put_nowait(None)
         if not self._channel.is_closed:
             with contextlib.suppress(*_SEND_ERRORS):  # gone with the connection: so is the queue

@@ -141,9 +141,7 @@ class PostgresRole(ResourcePlugin):
         return Outcome(name, {"name": name})
 
     async def delete(self, ctx: ResourceContext, current: AppliedState) -> None:
-        await delete_on_server(
-            ctx, current, "role", lambda url: self._delete(ctx, current, url)
-        )
+        await delete_on_server(ctx, current, "role", lambda url: self._delete(ctx, current, url))
 
     async def _delete(self, ctx: ResourceContext, current: AppliedState, url: str) -> None:
         from psycopg import sql
