@@ -130,6 +130,8 @@ async def cv(mode: str, tmp_path: Path, request: pytest.FixtureRequest) -> Async
         roles=("engine",),
     ) as handle:
         yield handle.for_project(f"test-{uuid.uuid4().hex[:12]}")
+        # Every trigger crossed the broker and the worker processes: none was lost.
+        assert handle.engine.sweeper_rescues == 0, "the sweeper had to re-send lost work"
 
 
 @pytest.fixture
