@@ -33,6 +33,10 @@ _META_KEY = "converge.broker"
 # Every role; a command with a broker runs none of them in the background.
 ALL_ROLES = ("engine", "worker", "observer")
 EMBEDDED_ROLES = ("engine", "worker")
+# How often a command following an operation asks whether a worker is still alive (a
+# worker that stops cleanly removes its row at once; a killed one on another host is seen
+# when its heartbeat goes stale).
+WORKER_CHECK_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -151,11 +155,7 @@ async def open_state(
 
 
 def _no_worker(broker: Broker) -> str:
-    return (
-        f"no converge worker is alive on this state and broker {broker.shown()}: "
-        "nothing would do the work. Start one (`converge serve`, or `converge serve "
-        "--roles worker`) with the same --state and --broker, and try again"
-    )
+    return f"no converge worker is alive on this state and broker {broker.shown()}"
 
 
 async def require_worker(cv: Converge) -> None:
@@ -168,7 +168,11 @@ async def require_worker(cv: Converge) -> None:
     if "worker" in cv.engine.roles:
         return
     if not await cv.live_services("worker"):
-        raise Unavailable(_no_worker(broker))
+        raise Unavailable(
+            f"{_no_worker(broker)}: nothing would do the work, so nothing was started. Start "
+            "one (`converge serve`, or `converge serve --roles worker`) with the same --state "
+            "and --broker, and try again"
+        )
 
 
 @contextlib.asynccontextmanager
@@ -190,15 +194,14 @@ async def watching_workers(cv: Converge, what: str) -> AsyncIterator[None]:
 
 
 async def _watch(cv: Converge, broker: Broker, what: str) -> None:
-    interval = cv.engine.ctx.settings.heartbeat_interval
     alive = True
     while True:
-        await asyncio.sleep(interval)
+        await asyncio.sleep(WORKER_CHECK_SECONDS)
         now_alive = bool(await cv.live_services("worker"))
         if alive and not now_alive:
             click.echo(
-                f"warning: {_no_worker(broker)}; the {what} waits for a worker "
-                "(Ctrl-C leaves it stored, to be carried on)",
+                f"warning: {_no_worker(broker)}; the {what} waits until one starts (Ctrl-C "
+                "stops following it; the operation stays stored)",
                 err=True,
             )
         elif now_alive and not alive:
