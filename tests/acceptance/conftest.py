@@ -98,7 +98,7 @@ def cluster(
                 FAST,
                 # The sweeper cannot see checks running in the worker processes: at FAST's
                 # 0.1 s it would count every check longer than two sweeps as a lost trigger.
-                sweep_interval=2.0,
+                sweep_interval=5.0,
                 allowed_roots=(root,),
                 plugin_settings={world.SETTING: str(root / "world.db")},
             )
