@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from typing import IO
 
 import pytest
 
-from support.distributed import Deployment
+from support.distributed import Deployment, alive
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rabbitmq]
 
@@ -38,14 +39,6 @@ resources:
 outputs:
   text: {value: {get_attr: [copy, value]}}
 """
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_serving_processes_do_the_work_of_apply_update_and_destroy(
@@ -73,6 +66,10 @@ def test_serving_processes_do_the_work_of_apply_update_and_destroy(
     assert (root / "out.txt").read_text() == "hello"
     ids = {r["resource_name"]: r["physical_resource_id"] for r in stack["resources"]}
 
+    # A worker killed outright is started again by its serve.
+    os.kill(worker_pids[0], signal.SIGKILL)
+    worker_pids = deployment.wait_for_new("worker", worker_pids)
+
     updated = deployment.converge(
         "apply", "stack.yaml", "-P", f"root={root}", "-P", "text=bye", "-f", "json"
     )
@@ -98,7 +95,7 @@ def test_serving_processes_do_the_work_of_apply_update_and_destroy(
 
     # SIGTERM stops serve and the worker processes it started.
     assert "2 worker processes" in workers.stop()
-    assert not any(_alive(pid) for pid in worker_pids)
+    assert not any(alive(pid) for pid in worker_pids)
     # No trigger was lost: the engine's sweeper had nothing to push on.
     assert "sweeper rescues: 0" in engine.stop()
     assert deployment.services() == []

@@ -125,9 +125,29 @@ class Deployment:
                 raise AssertionError(f"{count} {role} processes not registered in {timeout} s")
             time.sleep(0.1)
 
+    def wait_for_new(self, role: str, before: list[int], timeout: float = 60.0) -> list[int]:
+        """The live pids with ``role`` once one not in ``before`` replaced one that died."""
+        deadline = time.monotonic() + timeout
+        while True:
+            pids = [pid for pid in self.wait_for(role, 1, timeout) if alive(pid)]
+            if set(pids) - set(before) and len(pids) >= len(before):
+                return pids
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no new {role} process in {timeout} s")
+            time.sleep(0.1)
+
     def stop_all(self) -> None:
         for serve in self.serving:
             if serve.process.poll() is None:
                 serve.process.kill()
                 serve.process.wait()
             serve.stream.close()
+
+
+def alive(pid: int) -> bool:
+    """Whether a process with this pid exists (a zombie counts until it is reaped)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

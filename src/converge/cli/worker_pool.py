@@ -47,11 +47,6 @@ class WorkerPool:
         self._processes: dict[int, asyncio.subprocess.Process] = {}
         self._keepers: list[asyncio.Task[None]] = []
         self._stopping = False
-        self.restarts = 0
-
-    @property
-    def pids(self) -> list[int]:
-        return [process.pid for process in self._processes.values()]
 
     async def start(self) -> None:
         for index in range(self.count):
@@ -101,7 +96,6 @@ class WorkerPool:
             if self._stopping:
                 return
             pause = min(pause * 2, LONGEST_PAUSE)
-            self.restarts += 1
             await self._spawn(index)
 
     async def stop(self) -> None:
