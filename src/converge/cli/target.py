@@ -158,16 +158,20 @@ def _no_worker(broker: Broker) -> str:
     return f"no converge worker is alive on this state and broker {broker.shown()}"
 
 
-async def require_worker(cv: Converge) -> None:
-    """Refuse to start an operation that no process would carry out (nothing is started).
-
-    Only with a broker: without one this process is the worker."""
+def _relies_on_workers(cv: Converge) -> Broker | None:
+    """The broker when the work of ``cv`` is done by other processes: none without a
+    broker (this process is the worker) or through a server's API (``--url``)."""
     broker = current_broker()
-    if broker is None or getattr(cv, "engine", None) is None:
-        return
-    if "worker" in cv.engine.roles:
-        return
-    if not await cv.live_services("worker"):
+    engine = getattr(cv, "engine", None)  # a RemoteConverge has none
+    if broker is None or engine is None or "worker" in engine.roles:
+        return None
+    return broker
+
+
+async def require_worker(cv: Converge) -> None:
+    """Refuse to start an operation that no process would carry out (nothing is started)."""
+    broker = _relies_on_workers(cv)
+    if broker is not None and not await cv.live_services("worker"):
         raise Unavailable(
             f"{_no_worker(broker)}: nothing would do the work, so nothing was started. Start "
             "one (`converge serve`, or `converge serve --roles worker`) with the same --state "
@@ -180,8 +184,8 @@ async def watching_workers(cv: Converge, what: str) -> AsyncIterator[None]:
     """While following an operation, say on stderr when no worker is alive any more (it
     waits for one: the operation is stored and resumes when a worker starts), and when
     one is back. Nothing to watch without a broker."""
-    broker = current_broker()
-    if broker is None or getattr(cv, "engine", None) is None or "worker" in cv.engine.roles:
+    broker = _relies_on_workers(cv)
+    if broker is None:
         yield
         return
     task = asyncio.create_task(_watch(cv, broker, what), name="converge-watch-workers")
