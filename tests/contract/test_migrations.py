@@ -62,7 +62,7 @@ def test_processes_opening_an_empty_database_together_all_succeed(postgres_url: 
             stderr=subprocess.PIPE,
             text=True,
         )
-        for _ in range(4)
+        for _ in range(3)
     ]
     for opener in openers:
         assert opener.stdin is not None
