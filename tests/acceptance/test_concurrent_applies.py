@@ -11,7 +11,7 @@ from converge.api import Converge
 from converge.core.states import Action
 from converge.errors import Conflict, Superseded
 from converge.views import StackView
-from support.world import Reality, eventually
+from support.world import IN_MEMORY_REALITY, Reality, eventually
 
 CHAIN = """
 heat_template_version: 2021-04-16
@@ -183,6 +183,7 @@ async def test_update_of_a_stack_still_being_created_is_a_clear_conflict(cv: Con
         await cv.update_stack(record.id, CHAIN)
 
 
+@pytest.mark.embedded_only(IN_MEMORY_REALITY)
 async def test_two_creates_of_one_name_one_wins_the_other_is_told(cv: Converge) -> None:
     results = await asyncio.gather(
         cv.create_stack("r", CHAIN), cv.create_stack("r", CHAIN), return_exceptions=True
