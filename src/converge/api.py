@@ -47,6 +47,7 @@ from converge.core.template import (
     template_from_data,
 )
 from converge.core.template.nested import child_environment
+from converge.engine.context import applied_state
 from converge.engine.inputs import StoredData
 from converge.engine.operations import (
     SETTLED_TOPIC,
@@ -646,6 +647,14 @@ class Converge:
                 converges_inside=plugin.converges_inside,
                 template_changed=template_changed(row, resource),
             )
+            if decision.change == Change.UPDATE:
+                # As Heat's preview: the plugin may decide replacement itself (what its
+                # ``update`` would raise ReplacementRequired for).
+                replacing = plugin.replacement_reason(applied_state(row), properties)
+                if replacing is not None:
+                    decision = dataclasses.replace(
+                        decision, change=Change.REPLACE, reason=f"{name_}: {replacing}"
+                    )
             hidden = {n for n, p in plugin.properties_schema.items() if p.hidden}
             baseline = dict(row.properties_data)
             if isinstance(observed, Mapping):

@@ -218,6 +218,18 @@ class ResourcePlugin(ABC):
         """
         return Outcome(current.physical_id, current.data)
 
+    def replacement_reason(
+        self, current: AppliedState, properties: Mapping[str, Any]
+    ) -> str | None:
+        """Why updating ``current`` to ``properties`` needs a replacement, or None.
+
+        For types that decide replacement themselves beyond ``update_allowed`` (Heat's
+        ``needs_replace_with_prop_diff``). Purely computational, no side-effects: ``plan``
+        asks it to predict what ``update`` will do, so ``update`` should raise
+        ``ReplacementRequired`` exactly when this says so.
+        """
+        return None
+
     @abstractmethod
     async def delete(self, ctx: ResourceContext, current: AppliedState) -> None:
         """Remove the real thing. Idempotent: something already gone is success."""
