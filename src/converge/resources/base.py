@@ -269,6 +269,16 @@ class ResourcePlugin(ABC):
         known now; None when there is none or it cannot be known yet."""
         return None
 
+    def drift_diff(self, applied: Mapping[str, Any], live: Mapping[str, Any]) -> Mapping[str, str]:
+        """How reality differs where the essence keeps only a digest: short texts (a
+        unified diff of a file's content), keyed by the essence field each explains.
+
+        ``applied`` and ``live`` are properties (what was applied, what ``observe`` read).
+        Never diff a hidden property; the engine also drops any text that shows a hidden
+        value. Purely computational, no side-effects.
+        """
+        return {}
+
     def essence(self, live: Mapping[str, Any]) -> Mapping[str, Any]:
         """The part of observed reality that matters: drop volatile fields (pure).
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from converge.core.schema import AttributeSchema, PropertySchema, PropertyType
+from converge.core.textdiff import short_unified_diff
 from converge.errors import PermanentFailure
 from converge.resources.base import (
     AppliedState,
@@ -131,6 +132,12 @@ class LocalFile(ResourcePlugin):
             mode = None
         return {"content_sha256": hashlib.sha256(content).hexdigest(), "mode": mode}
 
+    def drift_diff(self, applied: Mapping[str, Any], live: Mapping[str, Any]) -> Mapping[str, str]:
+        wanted, found = _text(applied), _text(live)
+        if wanted == found:
+            return {}
+        return {"content_sha256": short_unified_diff(wanted, found)}
+
     async def attributes(
         self, ctx: ResourceContext, current: AppliedState, names: Collection[str]
     ) -> Mapping[str, Any]:
@@ -147,9 +154,13 @@ class LocalFile(ResourcePlugin):
         return PathWatcher(managed).changes()
 
 
-def _encode(properties: Mapping[str, Any]) -> bytes:
+def _text(properties: Mapping[str, Any]) -> str:
     content = properties.get("content")
-    return ("" if content is None else str(content)).encode("utf-8")
+    return "" if content is None else str(content)
+
+
+def _encode(properties: Mapping[str, Any]) -> bytes:
+    return _text(properties).encode("utf-8")
 
 
 def _facts(path: Path, data: bytes) -> dict[str, Any]:
