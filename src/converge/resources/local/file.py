@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from converge.core.schema import AttributeSchema, PropertySchema, PropertyType
-from converge.core.textdiff import short_unified_diff
 from converge.errors import PermanentFailure
 from converge.resources.base import (
     AppliedState,
@@ -136,6 +135,9 @@ class LocalFile(ResourcePlugin):
         wanted, found = _text(applied), _text(live)
         if wanted == found:
             return {}
+        # difflib only when a diff is asked for: ``validate`` loads every plugin module.
+        from converge.core.textdiff import short_unified_diff
+
         return {"content_sha256": short_unified_diff(wanted, found)}
 
     async def attributes(
