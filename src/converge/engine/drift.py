@@ -391,6 +391,7 @@ class DriftHandler:
                 observed = (await self.worker.observe_drift(stack, row)).essence
             except ActionFailed as failed:
                 log.warning("cannot observe", extra={"resource": row.name, "error": failed.reason})
+                self._look_again(stack_id, resource_id)  # still unknown: the next pass tries
                 continue
             if await self._judge(
                 stack_id, resource_id, found.physical_resource_id, observed, started

@@ -15,6 +15,7 @@ import pytest
 from converge.api import Converge
 from converge.core.heal import HealPolicy
 from converge.engine.settings import EngineSettings
+from converge.resources.builtin.testresource import HeatTestResource
 from converge.resources.builtin.world import TestWorld, world_path_for
 from support.world import eventually, paused_at
 
@@ -241,7 +242,7 @@ async def test_serve_heals_drift_that_comes_together_in_one_heal(
 
 
 async def test_a_change_read_late_by_an_early_pass_is_not_lost(
-    cv: Converge, world: TestWorld, clock: FakeClock
+    cv: Converge, world: TestWorld, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Observations overlap: a sampler pass began (t=1005) before a direct look (t=1010)
     that read reality before it was tampered, but the pass read it after. The pass's
@@ -257,5 +258,18 @@ async def test_a_change_read_late_by_an_early_pass_is_not_lost(
     await handler.apply_change(dataclasses.replace(late, observed_at=1005.0))
     assert await drift_of(cv, "test") == "IN_SYNC"  # not applied: began before the look
     clock.time = 1020.0
+    # The first direct look fails (a plugin error): the next pass looks again.
+    observe = HeatTestResource.observe
+    failures = iter([RuntimeError("flaky reality")])
+
+    async def flaky(self: HeatTestResource, *args: Any) -> Any:
+        failure = next(failures, None)
+        if failure is not None:
+            raise failure
+        return await observe(self, *args)
+
+    monkeypatch.setattr(HeatTestResource, "observe", flaky)
+    await handler.recheck()
+    assert await drift_of(cv, "test") == "IN_SYNC"
     await handler.recheck()
     assert await drift_of(cv, "test") == "MODIFIED"
