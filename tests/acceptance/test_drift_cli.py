@@ -172,6 +172,8 @@ def test_drift_of_a_file_shows_a_content_diff_but_never_a_hidden_value(
     assert "+<h1>Defaced</h1>" in table.stdout
     assert "s3cr3t" not in table.stdout and "added-by-hand" not in table.stdout
     assert "s3cr3t" not in run("drift", "files", "-f", "json").stdout
+    as_yaml = run("drift", "files", "-f", "yaml", "-c", "drift_diff").stdout
+    assert "content_sha256: |-\n      --- wanted\n      +++ found\n" in as_yaml  # readable
 
     # -c as on the other commands, table and value alike.
     chosen = run("drift", "files", "-c", "resource_name", "-c", "drift_status", "-f", "value")
