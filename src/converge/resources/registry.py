@@ -82,8 +82,7 @@ class PluginRegistry:
         Plugins are stateless, so one instance serves every resource of the type.
         """
         name = type_name or plugin_class.type_name
-        if name in self._lazy:
-            raise ValueError(f"resource type {name!r} is already registered")
+        self._loaded(name)  # a lazily registered one counts as registered
         existing = self._plugins.get(name)
         if existing is not None and type(existing) is not plugin_class:
             raise ValueError(

@@ -103,5 +103,7 @@ def test_a_lazily_registered_name_cannot_be_taken_twice() -> None:
     registry = default_registry()
     with pytest.raises(ValueError, match="already registered"):
         registry.register(Thing, type_name="OS::Heat::Value")
+    registry.register(Dummy, type_name="Dummy")  # the same class again: nothing changes
+    assert isinstance(registry.plugin("Dummy"), Dummy)
     with pytest.raises(ValueError, match="already registered"):
         registry.register_lazily("OS::Heat::Value", lambda: Thing)
