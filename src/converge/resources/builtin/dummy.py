@@ -87,13 +87,21 @@ class Dummy(WorldBacked):
     async def update(
         self, ctx: ResourceContext, current: AppliedState, properties: Mapping[str, Any]
     ) -> Outcome:
-        for name, schema in self.properties_schema.items():
-            if not schema.update_allowed and properties.get(name) != current.properties.get(name):
-                raise ReplacementRequired(f"{ctx.resource_name}: {name} changed")
+        replacing = self.replacement_reason(current, properties)
+        if replacing is not None:
+            raise ReplacementRequired(f"{ctx.resource_name}: {replacing}")
         await _delay(ctx, properties)
         _fail_if_asked(ctx, properties)
         await self._record(ctx, current.physical_id, properties)
         return Outcome(current.physical_id, current.data)
+
+    def replacement_reason(
+        self, current: AppliedState, properties: Mapping[str, Any]
+    ) -> str | None:
+        for name, schema in self.properties_schema.items():
+            if not schema.update_allowed and properties.get(name) != current.properties.get(name):
+                return f"{name} changed"
+        return None
 
     async def delete(self, ctx: ResourceContext, current: AppliedState) -> None:
         await _delay(ctx, current.properties)
