@@ -2,8 +2,9 @@
 
 Through SQLAlchemy a check cost about twenty round trips on PostgreSQL: three
 transactions (read, claim, finish), each with a pool checkout that pings the server, a
-BEGIN, one statement per table touched and a COMMIT. Here each of them is one statement
-on a connection the store thread keeps in autocommit mode: the read is one SELECT whose
+BEGIN, one statement per table touched and a COMMIT, each handed to a store thread and
+back. Here each of them is one statement, run from the event loop on an async connection
+in autocommit mode (``postgres_pool``): the read is one SELECT whose
 sub-selects return the stack, the row and the reports as JSON; a claim is one
 ``UPDATE … RETURNING`` whose events are inserted by a CTE only when the compare-and-swap
 won; a finish is one statement that writes the row, its events, its reports and the
@@ -19,24 +20,18 @@ SQLAlchemy's and on SQLite's against the same expectations.
 
 from __future__ import annotations
 
-import threading
-import time
+import asyncio
 from collections import namedtuple
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import psycopg
 import sqlalchemy as sa
 from psycopg.types.json import set_json_loads
 
 from converge.adapters import json_codec
 from converge.adapters.sql import tables as t
+from converge.adapters.sql.postgres_pool import Connection, LoopConnections
 from converge.errors import StoreError
-
-# A held connection idle longer than this is pinged before use: the server may have
-# restarted (SQLAlchemy's pool pings at every checkout; here only after idleness).
-IDLE_PING_SECONDS = 10.0
 
 
 class _Rows:
@@ -90,68 +85,51 @@ _INSERT_EVENTS = (
 
 
 class PostgresHotPath:
-    """The hot statements, each one round trip on the calling store thread's connection."""
+    """The hot statements, each one round trip on a connection of the running loop."""
 
-    def __init__(self, conninfo: str) -> None:
+    def __init__(self, conninfo: str, size: int) -> None:
         self._conninfo = conninfo
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._opened: list[psycopg.Connection[Any]] = []
+        self._size = size
+        self._pools: dict[asyncio.AbstractEventLoop, LoopConnections] = {}
         self._statements: dict[tuple[Any, ...], str] = {}
 
-    # --- connections -------------------------------------------------------------------
+    def _pool(self) -> LoopConnections:
+        loop = asyncio.get_running_loop()
+        pool = self._pools.get(loop)
+        if pool is None:
+            for other in [other for other in self._pools if other.is_closed()]:
+                self._pools.pop(other).close_from_elsewhere()
+            pool = self._pools[loop] = LoopConnections(self._conninfo, self._size, _configure)
+        return pool
 
-    @contextmanager
-    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
-        """This thread's connection; a lost one is dropped (the next call connects again)
-        and its error is a ``StoreError``, as SQLAlchemy's lost connections are."""
-        conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
+    async def close(self) -> None:
+        """Close every connection: this loop's once their statements end, other loops'
+        idle ones at once."""
+        pools, self._pools = self._pools, {}
+        loop = asyncio.get_running_loop()
+        for owner, pool in pools.items():
+            if owner is loop:
+                await pool.close()
+            else:
+                pool.close_from_elsewhere()
+
+    async def _one(self, sql: str, params: Mapping[str, Any]) -> tuple[Any, ...] | None:
+        async with self._pool().connection() as conn:
+            cursor = await conn.execute(sql, params)
+            return await cursor.fetchone()
+
+    async def _read(self, sql: str, params: Mapping[str, Any]) -> tuple[Any, ...] | None:
+        """A read: tried again once on a lost connection (one the server dropped since its
+        last use, after a restart). Writes are not: one may have committed before the
+        connection was lost, and it is the caller's compare-and-swap to decide."""
         try:
-            if conn is None or conn.closed:
-                conn = self._connect()
-            elif time.monotonic() - self._local.used > IDLE_PING_SECONDS:
-                try:
-                    conn.execute(";")
-                except psycopg.OperationalError:
-                    self._drop(conn)
-                    conn = self._connect()
-            yield conn
-            self._local.used = time.monotonic()
-        except psycopg.OperationalError as exc:
-            if conn is not None and conn.broken:
-                self._drop(conn)
-            raise StoreError(f"database error: {exc}") from exc
+            return await self._one(sql, params)
+        except StoreError:
+            return await self._one(sql, params)
 
-    def _connect(self) -> psycopg.Connection[Any]:
-        conn = psycopg.connect(self._conninfo, autocommit=True, prepare_threshold=0)
-        set_json_loads(json_codec.loads, conn)
-        with self._lock:
-            self._opened.append(conn)
-        self._local.conn = conn
-        self._local.used = time.monotonic()
-        return conn
-
-    def _drop(self, conn: psycopg.Connection[Any]) -> None:
-        self._local.conn = None
-        with self._lock:
-            if conn in self._opened:
-                self._opened.remove(conn)
-        conn.close()
-
-    def close(self) -> None:
-        """Close every thread's connection (after the store's threads have stopped)."""
-        with self._lock:
-            opened, self._opened = self._opened, []
-        for conn in opened:
-            conn.close()
-
-    def _one(self, sql: str, params: Mapping[str, Any]) -> tuple[Any, ...] | None:
-        with self._connection() as conn:
-            return conn.execute(sql, params).fetchone()
-
-    def _write(self, sql: str, params: Mapping[str, Any]) -> None:
-        with self._connection() as conn:
-            conn.execute(sql, params)
+    async def _write(self, sql: str, params: Mapping[str, Any]) -> None:
+        async with self._pool().connection() as conn:
+            await conn.execute(sql, params)
 
     def _statement(self, key: tuple[Any, ...], build: Callable[[], str]) -> str:
         sql = self._statements.get(key)
@@ -161,22 +139,24 @@ class PostgresHotPath:
 
     # --- reads -------------------------------------------------------------------------
 
-    def stack(self, stack_id: str) -> Any | None:
-        found = self._one(f"SELECT {_STACK_JSON}", {"stack_id": stack_id})
+    async def stack(self, stack_id: str) -> Any | None:
+        found = await self._read(f"SELECT {_STACK_JSON}", {"stack_id": stack_id})
         return None if found is None else _STACK.row(found[0])
 
-    def find_stack(self, name_or_id: str, project_id: str, include_deleted: bool) -> Any | None:
+    async def find_stack(
+        self, name_or_id: str, project_id: str, include_deleted: bool
+    ) -> Any | None:
         """The project's newest stack with this name or id (live ones only, unless asked)."""
         live = "" if include_deleted else " AND deleted_marker = ''"
         sql = self._statement(("find", live), lambda: _FIND_STACK.replace("{live}", live))
-        found = self._one(sql, {"project_id": project_id, "name_or_id": name_or_id})
+        found = await self._read(sql, {"project_id": project_id, "name_or_id": name_or_id})
         return None if found is None else _STACK.row(found[0])
 
-    def resource(self, resource_id: int) -> Any | None:
-        found = self._one(f"SELECT {_RESOURCE_JSON}", {"resource_id": resource_id})
+    async def resource(self, resource_id: int) -> Any | None:
+        found = await self._read(f"SELECT {_RESOURCE_JSON}", {"resource_id": resource_id})
         return None if found is None else _RESOURCE.row(found[0])
 
-    def load_for_check(
+    async def load_for_check(
         self,
         stack_id: str,
         resource_id: int,
@@ -187,7 +167,7 @@ class PostgresHotPath:
         """Stack, resource row and the node's reports, read in one snapshot."""
         columns = [_STACK_JSON, _RESOURCE_JSON] + ([_REPORTS_JSON] if with_reports else [])
         sql = self._statement(("load", with_reports), lambda: f"SELECT {', '.join(columns)}")
-        found = self._one(
+        found = await self._read(
             sql,
             {
                 "stack_id": stack_id,
@@ -205,8 +185,8 @@ class PostgresHotPath:
             [(sender, bool(upd), data) for sender, upd, data in reports],
         )
 
-    def count_reports(self, traversal_id: str, resource_id: int, is_update: bool) -> int:
-        found = self._one(
+    async def count_reports(self, traversal_id: str, resource_id: int, is_update: bool) -> int:
+        found = await self._read(
             f"SELECT count(*) FROM sync_report WHERE {_SYNC_POINT}",
             {"traversal_id": traversal_id, "target_id": resource_id, "target_is_update": is_update},
         )
@@ -214,11 +194,13 @@ class PostgresHotPath:
 
     # --- writes ------------------------------------------------------------------------
 
-    def add_events(self, stack_id: str, events: Sequence[Mapping[str, Any]], now: float) -> None:
+    async def add_events(
+        self, stack_id: str, events: Sequence[Mapping[str, Any]], now: float
+    ) -> None:
         if events:
-            self._write(_INSERT_EVENTS, _event_params(stack_id, events, now))
+            await self._write(_INSERT_EVENTS, _event_params(stack_id, events, now))
 
-    def update_resource(
+    async def update_resource(
         self,
         resource_id: int,
         expected_key: int,
@@ -241,12 +223,12 @@ class PostgresHotPath:
         if with_events:
             assert stack_id is not None
             params.update(_event_params(stack_id, events, now))
-        found = self._one(sql, params)
+        found = await self._one(sql, params)
         if found is None:
             return False, None
         return True, _RESOURCE.row(found[0]) if read_back else None
 
-    def finish_node(
+    async def finish_node(
         self,
         *,
         stack_id: str,
@@ -288,7 +270,7 @@ class PostgresHotPath:
         params.update(_event_params(stack_id, events, now))
         if resource is not None:
             params.update(_cas_params(resource[0], resource[1], written or {}))
-        found = self._one(sql, params)
+        found = await self._one(sql, params)
         assert found is not None  # the final SELECT always has its one row
         stored, current, new, counted, received = found
         if not stored:
@@ -307,6 +289,10 @@ class PostgresHotPath:
             elif seen.get(key, 0) >= expected:
                 ready.append(key)  # a repeated report re-announces a complete target
         return True, ready, current or ""
+
+
+def _configure(conn: Connection) -> None:
+    set_json_loads(json_codec.loads, conn)
 
 
 # --- statements ----------------------------------------------------------------------

@@ -241,8 +241,6 @@ class SqlStore:
         self._executor.shutdown(wait=True)
         if self._inline is not None:
             self._inline.close()
-        if self._pg is not None:
-            self._pg.close()
         self._engine.dispose()
 
     def _bring_schema_up_to_date(self, *, read_only: bool) -> None:
@@ -289,7 +287,7 @@ class SqlStore:
         if self._inline is not None:
             self._inline.close()
         if self._pg is not None:
-            self._pg.close()
+            await self._pg.close()
         self._engine.dispose()
 
     def _release_held(self) -> None:
@@ -552,7 +550,7 @@ class SqlStore:
 
     async def get_stack(self, stack_id: str) -> StackRecord:
         if self._pg is not None:
-            return _stack_found(await self._run(self._pg.stack, stack_id), stack_id)
+            return _stack_found(await self._pg.stack(stack_id), stack_id)
         return await self._short(self._stack_by_id, stack_id)
 
     def _stack_by_id(self, conn: Conn, stack_id: str) -> StackRecord:
@@ -570,7 +568,7 @@ class SqlStore:
         # Every API request that names a stack starts here: a short transaction, run
         # inline on SQLite (see ``_short``) with a statement built once.
         if self._pg is not None:
-            row = await self._run(self._pg.find_stack, name_or_id, project_id, include_deleted)
+            row = await self._pg.find_stack(name_or_id, project_id, include_deleted)
             return _stack_found(row, repr(name_or_id))
         return await self._short(self._find_stack, name_or_id, project_id, include_deleted)
 
@@ -806,7 +804,7 @@ class SqlStore:
 
     async def get_resource(self, resource_id: int) -> ResourceRecord | None:
         if self._pg is not None:
-            row = await self._run(self._pg.resource, resource_id)
+            row = await self._pg.resource(resource_id)
             return None if row is None else _resource_record(row)
         return await self._short(self._resource_by_id, resource_id)
 
@@ -825,8 +823,7 @@ class SqlStore:
         """Everything a worker reads before deciding: stack, resource, sync point reports
         (none read when ``with_reports`` is False: a node that waits for nothing)."""
         if self._pg is not None:
-            stack, row, found = await self._run(
-                self._pg.load_for_check,
+            stack, row, found = await self._pg.load_for_check(
                 stack_id,
                 node.resource_id,
                 node.is_update,
@@ -913,8 +910,7 @@ class SqlStore:
         changes.setdefault("updated_at", self._clock())
         merge = current is not None and current.atomic_key == expected_key
         now = self._clock()
-        won, row = await self._run(
-            self._pg.update_resource,
+        won, row = await self._pg.update_resource(
             resource_id,
             expected_key,
             self._cas_values(expected_key, changes),
@@ -1131,32 +1127,27 @@ class SqlStore:
         has_row = resource_id is not None and expected_key is not None
         key = expected_key or 0
         now = self._clock()
-        stored, ready, current = await self._run(
-            functools.partial(
-                self._pg.finish_node,
-                stack_id=stack_id,
-                traversal_id=traversal_id,
-                sender=(sender.resource_id, sender.is_update),
-                resource=(resource_id, key) if has_row and resource_id is not None else None,
-                values=None if changes is None else self._cas_values(key, changes),
-                delete=delete_resource,
-                kept=(
-                    None
-                    if kept_if_superseded is None
-                    else self._cas_values(key, kept_if_superseded)
-                ),
-                events=_event_rows(stack_id, events, now),
-                targets=[
-                    (
-                        target.resource_id,
-                        target.is_update,
-                        dict(reports[target]),
-                        expected_counts.get(target, 0),
-                    )
-                    for target in sorted(reports)
-                ],
-                now=now,
-            )
+        stored, ready, current = await self._pg.finish_node(
+            stack_id=stack_id,
+            traversal_id=traversal_id,
+            sender=(sender.resource_id, sender.is_update),
+            resource=(resource_id, key) if has_row and resource_id is not None else None,
+            values=None if changes is None else self._cas_values(key, changes),
+            delete=delete_resource,
+            kept=(
+                None if kept_if_superseded is None else self._cas_values(key, kept_if_superseded)
+            ),
+            events=_event_rows(stack_id, events, now),
+            targets=[
+                (
+                    target.resource_id,
+                    target.is_update,
+                    dict(reports[target]),
+                    expected_counts.get(target, 0),
+                )
+                for target in sorted(reports)
+            ],
+            now=now,
         )
         return stored, [GraphNode(rid, upd) for rid, upd in ready], current
 
@@ -1257,9 +1248,7 @@ class SqlStore:
 
     async def count_reports(self, traversal_id: str, target: GraphNode) -> int:
         if self._pg is not None:
-            return await self._run(
-                self._pg.count_reports, traversal_id, target.resource_id, target.is_update
-            )
+            return await self._pg.count_reports(traversal_id, target.resource_id, target.is_update)
         return await self._short(self._count_reports, traversal_id, target)
 
     async def reported_senders(self, traversal_id: str) -> set[GraphNode]:
@@ -1288,7 +1277,7 @@ class SqlStore:
     async def add_events(self, stack_id: str, events: Sequence[NewEvent]) -> None:
         if events and self._pg is not None:
             now = self._clock()
-            await self._run(self._pg.add_events, stack_id, _event_rows(stack_id, events, now), now)
+            await self._pg.add_events(stack_id, _event_rows(stack_id, events, now), now)
         elif events:
             await self._short(self._add_events, stack_id, events)
 
@@ -1423,7 +1412,9 @@ def _postgres_hot_path(engine: Engine) -> PostgresHotPath | None:
     from converge.adapters.sql.postgres_hot import PostgresHotPath
 
     url = engine.url.set(drivername="postgresql")
-    return PostgresHotPath(url.render_as_string(hide_password=False))
+    # As many connections as SQLAlchemy's pool keeps: the same concurrency either way.
+    size = engine.pool.size() if hasattr(engine.pool, "size") else 4
+    return PostgresHotPath(url.render_as_string(hide_password=False), size)
 
 
 def _event_rows(stack_id: str, events: Sequence[NewEvent], now: float) -> list[dict[str, Any]]:
