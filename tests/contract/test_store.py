@@ -461,9 +461,10 @@ def test_the_known_schema_versions_are_the_migration_scripts() -> None:
 
 
 async def test_an_up_to_date_schema_is_not_migrated_again(
-    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+    database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    url = f"sqlite:///{tmp_path}/s.db"
+    """Opening an up-to-date database reads its revision and nothing more (both dialects)."""
+    url = database_url
     await SqlStore.open(url).close()
 
     def refuse(self: SqlStore) -> None:
