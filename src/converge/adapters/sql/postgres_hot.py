@@ -39,15 +39,11 @@ class _Rows:
 
     def __init__(self, table: sa.Table, *, skip: Sequence[str] = ()) -> None:
         self.columns = [c.name for c in table.c if c.name not in skip]
-        self.json = frozenset(c.name for c in table.c if isinstance(c.type, sa.JSON))
         self.row_type = namedtuple(f"{table.name}_pg_row", self.columns)  # type: ignore[misc]
         self.name = table.name
 
     def row(self, values: Mapping[str, Any] | None) -> Any | None:
         return None if values is None else self.row_type(**values)
-
-    def bind(self, name: str, value: Any) -> Any:
-        return json_codec.dumps(value) if name in self.json else value
 
 
 _STACK = _Rows(t.stack, skip=["current_deps"])  # the graph can be megabytes: never here
@@ -299,10 +295,13 @@ def _configure(conn: Connection) -> None:
 
 
 def _cas_params(resource_id: int, expected_key: int, values: Mapping[str, Any]) -> dict[str, Any]:
-    params = {f"v_{name}": _RESOURCE.bind(name, value) for name, value in values.items()}
-    params["resource_id"] = resource_id
-    params["expected_key"] = expected_key
-    return params
+    # The new columns travel as one JSON object (``json_populate_record`` types them):
+    # one parameter to adapt instead of one per column, JSON columns included.
+    return {
+        "values": json_codec.dumps(values),
+        "resource_id": resource_id,
+        "expected_key": expected_key,
+    }
 
 
 def _event_params(stack_id: str, events: Sequence[Mapping[str, Any]], now: float) -> dict[str, Any]:
@@ -317,16 +316,15 @@ def _assignments(names: Sequence[str]) -> str:
     unknown = set(names) - set(_RESOURCE.columns)
     if unknown:
         raise ValueError(f"resource has no column {sorted(unknown)}")
-    return ", ".join(
-        f"{name} = %(v_{name})s" + ("::json" if name in _RESOURCE.json else "") for name in names
-    )
+    assigned = ", ".join(f"{name} = v.{name}" for name in names)
+    return f"{assigned} FROM json_populate_record(NULL::resource, %(values)s::json) AS v"
 
 
-_ROW_KEY = "id = %(resource_id)s AND atomic_key = %(expected_key)s"
+_ROW_KEY = "resource.id = %(resource_id)s AND resource.atomic_key = %(expected_key)s"
 
 
 def _cas_statement(names: Sequence[str], with_events: bool, read_back: bool) -> str:
-    returning = "resource.*" if read_back else "id"
+    returning = "resource.*" if read_back else "resource.id"
     result = "row_to_json(won)" if read_back else "1"
     events = (
         f", ev AS (INSERT INTO event (stack_id, {', '.join(_EVENT_COLUMNS)}, created_at) "
