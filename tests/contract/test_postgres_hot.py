@@ -178,3 +178,22 @@ def test_a_store_used_from_several_event_loops(postgres_url: str) -> None:
 
     assert asyncio.run(read_and_close()) == "s"
     gc.collect()
+
+
+async def test_a_waiter_cancelled_after_its_turn_came_passes_it_on(postgres_url: str) -> None:
+    """All connections busy, two callers waiting: the first is woken and cancelled
+    before it runs; the second still gets the connection given back."""
+    store = SqlStore.open(postgres_url)
+    assert store._pg is not None
+    store._pg._size = 1
+    try:
+        async with store._pg._pool().connection():  # the only one, held here
+            first = asyncio.ensure_future(store._pg._one("SELECT 1", {}))
+            second = asyncio.ensure_future(store._pg._one("SELECT 2", {}))
+            await asyncio.sleep(0.05)
+        # Given back (which woke ``first``) and, before ``first`` could run, cancelled.
+        first.cancel()
+        assert await asyncio.wait_for(second, 5) == (2,)
+        assert first.cancelled()
+    finally:
+        await store.close()

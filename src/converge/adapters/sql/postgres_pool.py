@@ -10,6 +10,7 @@ they were opened on, so there is one set per loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
@@ -77,6 +78,10 @@ class LoopConnections:
             self._waiters.append(waiter)
             try:
                 await waiter
+            except BaseException:
+                if waiter.done() and not waiter.cancelled():
+                    self._wake_one()  # woken, then cancelled: the turn goes to the next
+                raise
             finally:
                 if waiter in self._waiters:
                     self._waiters.remove(waiter)
@@ -128,7 +133,8 @@ class LoopConnections:
                 waiter.set_result(None)  # they see the store closing
         if self._opened:
             self._all_back.clear()
-            await asyncio.wait_for(self._all_back.wait(), CLOSE_WAIT_SECONDS)
+            with contextlib.suppress(TimeoutError):  # those still out close when given back
+                await asyncio.wait_for(self._all_back.wait(), CLOSE_WAIT_SECONDS)
 
     def close_from_elsewhere(self) -> None:
         """Close idle connections of a loop that is not running (it has ended)."""
