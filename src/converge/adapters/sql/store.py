@@ -1124,14 +1124,16 @@ class SqlStore:
     ) -> tuple[bool, list[GraphNode], str]:
         """``finish_node`` on PostgreSQL: one statement (see ``postgres_hot``)."""
         assert self._pg is not None
-        has_row = resource_id is not None and expected_key is not None
-        key = expected_key or 0
+        row = None
+        if resource_id is not None and expected_key is not None:
+            row = (resource_id, expected_key)
+        key = expected_key or 0  # the values are written only with a row
         now = self._clock()
         stored, ready, current = await self._pg.finish_node(
             stack_id=stack_id,
             traversal_id=traversal_id,
             sender=(sender.resource_id, sender.is_update),
-            resource=(resource_id, key) if has_row and resource_id is not None else None,
+            resource=row,
             values=None if changes is None else self._cas_values(key, changes),
             delete=delete_resource,
             kept=(
