@@ -19,7 +19,8 @@ worker, store threads) and, for PostgreSQL, the server processes serving that da
 one single-row commit takes on the server right before each run: a chain link commits
 twice (its claim and its finish), so with ``synchronous_commit=on`` twice that is its
 floor.
-Run: ``python bench/bench_postgres.py [--server URL] [--n 1000] [--repeat 3] [--no-write]``.
+Run: ``python bench/bench_postgres.py [--server URL] [--n 1000] [--repeat 3] [--no-write]
+[--section KEY --title TEXT]``.
 """
 
 from __future__ import annotations
@@ -31,10 +32,12 @@ import statistics
 import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import psycopg
 from sqlalchemy.engine import make_url
 
+import converge
 from _report import provenance, write_section
 from bench_engine import NONE, converge_in, make_template
 from converge.api import Converge
@@ -129,11 +132,10 @@ async def run_all(server: str, n: int, repeat: int) -> dict[tuple[str, str], lis
                 run.commit_ms = probe
                 runs.setdefault((shape, label), []).append(run)
                 server_cpu = "" if run.server_cpu is None else f" + server {run.server_cpu:.2f}"
-                if probe is not None:
-                    server_cpu += f"; durable commit {probe:.2f} ms"
+                commit = "" if probe is None else f", durable commit {probe:.2f} ms"
                 print(
                     f"  {round_ + 1}/{repeat} {shape:11} {label:36} {run.seconds:7.3f} s "
-                    f"(cpu {run.cpu:.2f}{server_cpu} s) {run.status}",
+                    f"(cpu {run.cpu:.2f}{server_cpu} s{commit}) {run.status}",
                     flush=True,
                 )
     return runs
@@ -182,6 +184,13 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=1000, help="resources per stack (default 1000)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each (default 3)")
     parser.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
+    parser.add_argument(
+        "--section",
+        default="bench_postgres",
+        help="the docs/benchmarks.md section to write (another one keeps, say, the figures "
+        "of an older commit run with PYTHONPATH=its/src beside these)",
+    )
+    parser.add_argument("--title", default="Engine on PostgreSQL beside SQLite")
     args = parser.parse_args()
     load = os.getloadavg()[0]
     runs = asyncio.run(run_all(args.server, args.n, args.repeat))
@@ -191,14 +200,15 @@ def main() -> None:
     if args.no_write:
         return
     write_section(
-        "bench_postgres",
+        args.section,
         [
-            "## Engine on PostgreSQL beside SQLite (`bench/bench_postgres.py`)",
+            f"## {args.title} (`bench/bench_postgres.py`)",
             "",
             *table,
             "",
             f"- load average at the start: {load:.1f} (2 cores, shared with other work)",
             *provenance(),
+            f"- converge imported from: `{Path(converge.__file__).parent.parent}`",
         ],
     )
 
