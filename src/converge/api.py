@@ -17,7 +17,7 @@ import datetime as dt
 import logging
 import re
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +47,7 @@ from converge.core.template import (
     template_from_data,
 )
 from converge.core.template.nested import child_environment
+from converge.engine import liveness
 from converge.engine.inputs import StoredData
 from converge.engine.operations import (
     SETTLED_TOPIC,
@@ -69,7 +70,14 @@ from converge.errors import (
 )
 from converge.messages import CheckResource
 from converge.ports import Bus
-from converge.records import NewEvent, NewTemplate, ResourceRecord, StackRecord, TemplateRecord
+from converge.records import (
+    NewEvent,
+    NewTemplate,
+    ResourceRecord,
+    ServiceRecord,
+    StackRecord,
+    TemplateRecord,
+)
 from converge.resources.builtin import world
 from converge.resources.registry import PluginRegistry
 from converge.views import DriftView, EventView, PlannedChange, ResourceView, StackView
@@ -137,8 +145,13 @@ class Converge:
         settings: EngineSettings | None = None,
         registry: PluginRegistry | None = None,
         read_only: bool = False,
+        broker_url: str | None = None,
+        broker_namespace: str = "converge",
+        roles: Collection[str] = ("engine", "worker"),
     ) -> AsyncIterator[Converge]:
-        """The embedded default: a SQLite file and an in-process bus.
+        """The embedded default: a SQLite file and an in-process bus (or RabbitMQ at
+        ``broker_url``, for several processes of one host sharing the file; ``roles`` as
+        for ``open``).
 
         A missing file is a new state (made 0600). ``read_only=True`` only reads: no
         engine runs (no service row, heartbeat or migration), the file may be read-only,
@@ -154,8 +167,11 @@ class Converge:
                 world.SETTING: str(world.world_path_for(state)),
             }
             settings = dataclasses.replace(settings, plugin_settings=plugin_settings)
+        bus = _bus(broker_url, broker_namespace, roles, read_only=read_only)
         store = SqlStore.open_file(state, read_only=read_only)
-        async with cls._over(store, settings, registry, start=not read_only) as cv:
+        async with cls._over(
+            store, settings, registry, start=not read_only, bus=bus, roles=roles
+        ) as cv:
             yield cv
 
     @classmethod
@@ -168,13 +184,23 @@ class Converge:
         registry: PluginRegistry | None = None,
         broker_url: str | None = None,
         broker_namespace: str = "converge",
+        roles: Collection[str] = ("engine", "worker"),
+        read_only: bool = False,
     ) -> AsyncIterator[Converge]:
         """An engine over the database at ``database_url`` (SQLite or PostgreSQL) and the
         in-process bus, or RabbitMQ at ``broker_url`` (``amqp://…``): every process opened
-        with the same database, broker and namespace shares the work."""
-        bus = LocalBus() if broker_url is None else _amqp_bus(broker_url, broker_namespace)
+        with the same database, broker and namespace shares the work.
+
+        ``roles`` are the engine's (``converge.engine.runtime.ROLES``): with a broker, a
+        handle that only starts operations and follows them passes ``()`` and leaves the
+        checks to the worker processes. ``read_only=True`` runs no engine at all (reading
+        calls only), as for ``embedded``.
+        """
+        bus = _bus(broker_url, broker_namespace, roles, read_only=read_only)
         store = SqlStore.open(database_url)
-        async with cls._over(store, settings, registry, start=True, bus=bus) as cv:
+        async with cls._over(
+            store, settings, registry, start=not read_only, bus=bus, roles=roles
+        ) as cv:
             yield cv
 
     @classmethod
@@ -187,8 +213,9 @@ class Converge:
         *,
         start: bool,
         bus: Bus | None = None,
+        roles: Collection[str] = ("engine", "worker"),
     ) -> AsyncIterator[Converge]:
-        engine = Engine(store, bus or LocalBus(), registry=registry, settings=settings)
+        engine = Engine(store, bus or LocalBus(), registry=registry, settings=settings, roles=roles)
         try:
             if start:
                 await engine.start()
@@ -258,6 +285,20 @@ class Converge:
         failure = self._store.failure
         if failure is not None:
             raise StateError(failure.location, failure.reason)
+
+    async def live_services(self, role: str | None = None) -> list[ServiceRecord]:
+        """The processes sharing this state that are alive (their heartbeat is fresher than
+        ``engine_stale_after``, and on this host their process still runs), with ``role``
+        if given: a CLI over a broker asks whether any worker will do its work."""
+        since = self._ctx.clock.now() - self._ctx.settings.engine_stale_after
+        host = liveness.host_name()
+        return [
+            service
+            for service in await self._store.list_services()
+            if service.heartbeat_at > since
+            and not liveness.is_dead_here(service, host)
+            and (role is None or role in service.roles)
+        ]
 
     @property
     def project_id(self) -> str:
@@ -1067,6 +1108,17 @@ def _check_stack_name(name: str) -> None:
 def _check_drift_policy(policy: str) -> None:
     if policy not in ("notify", "heal", "ignore"):
         raise InvalidRequest(f"invalid drift policy {policy!r}: use notify, heal or ignore")
+
+
+def _bus(broker_url: str | None, namespace: str, roles: Collection[str], *, read_only: bool) -> Bus:
+    """The in-process bus, or RabbitMQ's when a broker is given."""
+    if broker_url is not None:
+        return _amqp_bus(broker_url, namespace)
+    if not read_only and "worker" not in roles:
+        raise InvalidRequest(
+            "without a broker the work is done in this process: it needs the worker role"
+        )
+    return LocalBus()
 
 
 def _amqp_bus(url: str, namespace: str) -> Bus:

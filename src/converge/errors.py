@@ -94,6 +94,11 @@ class Superseded(Conflict):
     asked for was not carried out as such (the stack converges to the newer request)."""
 
 
+class Unavailable(ConvergeError):
+    """A process the request needs is not running (no live worker to do the work):
+    nothing was started; start one and ask again."""
+
+
 class InvalidTransition(ConvergeError):
     """A state change that the transition table does not allow: a bug or a corrupted store."""
 

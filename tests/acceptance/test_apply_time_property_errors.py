@@ -5,11 +5,7 @@ resource and settles the stack, on create and on update, instead of being retrie
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from converge.api import Converge
 
@@ -33,12 +29,6 @@ def template(length: Any) -> dict[str, Any]:
             },
         },
     }
-
-
-@pytest.fixture
-async def cv(tmp_path: Path) -> AsyncIterator[Converge]:
-    async with Converge.embedded(tmp_path / "state.db") as handle:
-        yield handle
 
 
 async def test_on_create(cv: Converge) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from converge.api import Converge
-from converge.resources.builtin.world import TestWorld, world_path_for
+from converge.resources.builtin.world import SETTING, TestWorld
 
 TEMPLATE = """
 heat_template_version: 2021-04-16
@@ -39,8 +39,9 @@ DRIFTS: list[tuple[str, str | None, Any, Any]] = [
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> TestWorld:
-    return TestWorld(world_path_for(tmp_path / "state.db"))
+def world(cv: Converge) -> TestWorld:
+    """The test world the handle's plugins (in this process or the workers) act on."""
+    return TestWorld(cv.engine.ctx.settings.plugin_settings[SETTING])
 
 
 async def physical(cv: Converge, stack: str) -> dict[str, tuple[str, str]]:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from converge.api import Converge
 from converge.engine.settings import EngineSettings
 from converge.resources.registry import PluginRegistry
-from support.world import FAST, Reality
+from support.world import FAST, IN_MEMORY_REALITY, Reality
 
 TWO = """
 heat_template_version: 2021-04-16
@@ -144,6 +146,7 @@ resources:
     )
 
 
+@pytest.mark.embedded_only(IN_MEMORY_REALITY)
 async def test_replacement_asked_from_create_fails_the_resource(cv: Converge) -> None:
     template = """
 heat_template_version: 2021-04-16

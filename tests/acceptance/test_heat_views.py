@@ -3,7 +3,10 @@ __str__, outputs with conditions)."""
 
 from __future__ import annotations
 
+import pytest
+
 from converge.api import Converge
+from support.world import IN_MEMORY_REALITY
 
 TEMPLATE = """
 heat_template_version: 2021-04-16
@@ -32,7 +35,7 @@ async def test_parameters_are_shown_as_heat_writes_them(cv: Converge) -> None:
         "extra": '{"k": 1}',
         "secret": "******",
         "OS::stack_id": stack.id,
-        "OS::project_id": "default",
+        "OS::project_id": cv.project_id,  # "default" embedded; the test's own distributed
         "OS::stack_name": "v",
     }
 
@@ -87,6 +90,7 @@ resources:
 """
 
 
+@pytest.mark.embedded_only(IN_MEMORY_REALITY)
 async def test_events_of_a_replacement_and_of_deletes_say_what_happened(cv: Converge) -> None:
     await cv.create_stack("e", REPLACED)
     without_gone = REPLACED.replace("  gone: {type: Test::Thing}\n", "")

@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -75,12 +73,6 @@ def test_a_value_that_is_not_hidden_is_still_quoted() -> None:
             identity=StackIdentity("s", "s-id", "p"),
             schemas=default_registry(),
         )
-
-
-@pytest.fixture
-async def cv(tmp_path: Path) -> AsyncIterator[Converge]:
-    async with Converge.embedded(tmp_path / "state.db") as handle:
-        yield handle
 
 
 @pytest.mark.parametrize("resource", ["role", "random"])

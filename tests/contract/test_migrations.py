@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import sqlalchemy as sa
 from alembic import command
@@ -41,3 +44,31 @@ def test_a_database_behind_is_brought_up_to_date(database_url: str) -> None:
         assert "sync_point" in sa.inspect(engine).get_table_names()
     finally:
         engine.dispose()
+
+
+def test_processes_opening_an_empty_database_together_all_succeed(postgres_url: str) -> None:
+    """Several serve processes started at once on a new database: one makes the schema, the
+    others wait for it (they used to fail: ``alembic_version`` already exists)."""
+    script = (
+        "import sys\n"
+        "from converge.adapters.sql.store import SqlStore\n"
+        "sys.stdin.read()\n"  # every process waits for the same go
+        "SqlStore.open(sys.argv[1])._engine.dispose()\n"
+    )
+    openers = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, postgres_url],
+            stdin=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
+    for opener in openers:
+        assert opener.stdin is not None
+        opener.stdin.close()
+    for opener in openers:
+        with opener:
+            assert opener.stderr is not None
+            errors = opener.stderr.read()
+            assert opener.wait(timeout=60) == 0, errors

@@ -30,8 +30,10 @@ class RestServer:
         self.loop = loop
         self.cv = cv
         self.url = url  # http://127.0.0.1:PORT
-        # One client for the test's own requests: making one costs an SSL context.
-        self.http = httpx.Client(timeout=20)
+        # One client for the test's own requests: making one costs an SSL context. Idle
+        # connections are dropped well before uvicorn closes them (after 5 s): a request
+        # sent on one the server is closing at that moment fails with a reset.
+        self.http = httpx.Client(timeout=20, limits=httpx.Limits(keepalive_expiry=2.0))
 
     def run(self, make: Callable[[Converge], Coroutine[Any, Any, T]]) -> T:
         return asyncio.run_coroutine_threadsafe(make(self.cv), self.loop).result(30)

@@ -112,6 +112,12 @@ class WorldThing(ResourcePlugin):
 
 FAST = EngineSettings(sweep_interval=0.1, heartbeat_interval=0.5)
 
+# Why a test of ``cv`` runs embedded only: worker processes cannot reach the test's Reality.
+IN_MEMORY_REALITY = (
+    "Test::Thing acts on the in-memory Reality of the test's own process, which worker "
+    "processes cannot reach"
+)
+
 
 async def eventually(
     check: Callable[[], Awaitable[bool]], timeout: float = 10.0, interval: float = 0.02

@@ -36,6 +36,7 @@ from aio_pika.abc import (
 from aio_pika.exceptions import AMQPError, ChannelInvalidStateError
 
 from converge.adapters import json_codec
+from converge.adapters.urls import without_password
 from converge.errors import ConvergeError
 from converge.ports import WorkHandler
 
@@ -107,7 +108,8 @@ class AmqpBus:
                 client_properties={"connection_name": f"converge {self.namespace} {self.host}"},
             )
         except (TimeoutError, AMQPError, OSError) as exc:
-            raise BusError(f"cannot connect to the broker {_safe(self._url)}: {exc}") from exc
+            where = without_password(self._url)
+            raise BusError(f"cannot connect to the broker {where}: {exc}") from exc
         self._connection = connection
         self._publishing = await connection.channel(publisher_confirms=True)
         self._notifications = await self._publishing.declare_exchange(
@@ -284,13 +286,3 @@ class AmqpSubscription:
         if not self._channel.is_closed:
             with contextlib.suppress(*_SEND_ERRORS):  # gone with the connection: so is the queue
                 await self._channel.close()
-
-
-def _safe(url: str) -> str:
-    """The broker URL without its password."""
-    scheme, sep, rest = url.partition("://")
-    if "@" not in rest:
-        return url
-    credentials, _, location = rest.rpartition("@")
-    user = credentials.split(":", 1)[0]
-    return f"{scheme}{sep}{user}@{location}"

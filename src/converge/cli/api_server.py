@@ -68,14 +68,14 @@ async def api_server(cv: Converge, address: str | None, *, noauth: bool) -> Asyn
 def api_command(ctx: click.Context, address: str, **_: Any) -> None:
     """Serve Heat's REST API on HOST:PORT (default 127.0.0.1:8004) with the engine, its
     workers and the synchronizer: `converge serve --api HOST:PORT`."""
-    from converge.cli.drift_commands import serve
+    from converge.cli.serve import serve
 
     ctx.invoke(serve, api=address, **{k: v for k, v in ctx.params.items() if k != "address"})
 
 
 def copy_serve_options() -> None:
     """``converge api`` takes every option of ``converge serve`` except ``--api``."""
-    from converge.cli.drift_commands import serve
+    from converge.cli.serve import serve
 
     for param in serve.params:
         if param.name != "api":

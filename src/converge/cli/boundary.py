@@ -2,7 +2,8 @@
 
 Exit codes: 0 done; 1 the operation or the template failed; 2 a bad request or usage;
 3 not found; 4 conflict with the current state; 5 the state database failed; 6 superseded:
-a newer operation on the stack replaced this one before it finished; 70 a bug in
+a newer operation on the stack replaced this one before it finished; 7 unavailable: no
+worker process is alive to do the work (nothing was started); 70 a bug in
 converge; 130 interrupted (Ctrl-C). Tracebacks go to the log only (``--debug`` shows them).
 """
 
@@ -27,6 +28,7 @@ from converge.errors import (
     Superseded,
     TemplateError,
     TemplateErrors,
+    Unavailable,
 )
 
 log = logging.getLogger("converge.cli")
@@ -38,6 +40,7 @@ EXIT_NOT_FOUND = 3
 EXIT_CONFLICT = 4
 EXIT_STORE = 5
 EXIT_SUPERSEDED = 6
+EXIT_UNAVAILABLE = 7
 EXIT_BUG = 70
 EXIT_INTERRUPTED = 130
 
@@ -49,6 +52,7 @@ _EXIT_CODES: tuple[tuple[type[ConvergeError], int], ...] = (
     (Superseded, EXIT_SUPERSEDED),
     (Conflict, EXIT_CONFLICT),
     (StoreError, EXIT_STORE),
+    (Unavailable, EXIT_UNAVAILABLE),
 )
 
 

@@ -1,18 +1,14 @@
-"""Reality commands: check, drift, the test world, and ``converge serve``.
+"""Reality commands: check, drift and the test world.
 
 ``check NAME`` observes every resource and records its drift; ``drift NAME`` shows the last
 result; ``world`` shows and changes the simulated reality of the built-in test types (a
-test world for demos and tests: nothing real); ``serve`` runs the engine, its workers and
-the synchronizer until stopped, keeping every stack healed or reported by its drift policy.
+test world for demos and tests: nothing real). ``converge serve``, which keeps every stack
+healed or reported by its drift policy, is in ``converge.cli.serve``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import dataclasses
-import logging
-import signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,18 +18,16 @@ import yaml
 from rich.table import Table
 
 from converge.cli import output
-from converge.cli.api_server import api_options, api_server
 from converge.cli.boundary import EXIT_FAILED, EXIT_OK, Session, run_command
 from converge.cli.remote import RemoteConverge, remote_settings
 from converge.cli.stack_commands import common_options, embedded_settings
+from converge.cli.target import is_database_url, open_state
 from converge.core.drift import short_digest
 from converge.errors import InvalidRequest, NotFound
-from converge.resources.builtin.world import TestWorld, world_path_for
+from converge.resources.builtin.world import SETTING, TestWorld, world_path_for
 
 if TYPE_CHECKING:
     from converge.api import Converge
-
-log = logging.getLogger("converge.cli.serve")
 
 
 def _drift_table(rows: Sequence[Mapping[str, Any]]) -> Table:
@@ -60,13 +54,12 @@ async def _open(state: str) -> contextlib.AbstractAsyncContextManager[Converge]:
     remote = remote_settings()
     if remote is not None:  # converge --url: through the server's API
         return RemoteConverge.connect(remote)  # type: ignore[return-value]
-    if not Path(state).exists():
+    if not is_database_url(state) and not Path(state).exists():
         raise NotFound(
             f"no state file at {state}: no stacks yet (--state or CONVERGE_STATE chooses the file)"
         )
-    from converge.api import Converge
-
-    return Converge.embedded(state, settings=embedded_settings(state))
+    # A CHECK observes every resource from this process, with a broker too.
+    return open_state(state, embedded_settings(state))
 
 
 # --- check and drift ------------------------------------------------------------------------
@@ -125,7 +118,15 @@ def world() -> None:
 
 
 def _world(state: str) -> TestWorld:
-    return TestWorld(world_path_for(state))
+    if not is_database_url(state):
+        return TestWorld(world_path_for(state))
+    path = embedded_settings(state).plugin_settings.get(SETTING)
+    if not path:
+        raise InvalidRequest(
+            "with a database URL as the state, the test world is the file that "
+            "CONVERGE_TEST_WORLD names (the same for every converge process): set it"
+        )
+    return TestWorld(path)
 
 
 @world.command(name="show")
@@ -209,78 +210,7 @@ def world_delete(
     run_command(body, debug=debug, log_json=log_json)
 
 
-# --- serve ----------------------------------------------------------------------------------
-
-
-@click.command()
-@click.option(
-    "--recheck",
-    type=click.FloatRange(min=0, min_open=True),
-    default=5.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="How often drift seen while a stack was busy, and heals that had to wait, are "
-    "looked at again.",
-)
-@click.option(
-    "--interval",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    metavar="SECONDS",
-    help="Seconds between full samples of each resource type (default: the settings').",
-)
-@api_options
-@common_options
-def serve(
-    recheck: float,
-    interval: float | None,
-    api: str | None,
-    noauth: bool,
-    local_types: bool,
-    state: str,
-    output_format: str,
-    debug: bool,
-    log_json: bool,
-) -> None:
-    """Run the engine, workers and the synchronizer until SIGINT or SIGTERM.
-
-    Every stack's drift is handled by its policy: notify records it (see `converge
-    drift`), heal converges it back, ignore does nothing. With ``--api HOST:PORT`` it also
-    serves Heat's REST API (python-heatclient, `openstack stack`) and converge's routes.
-    """
-
-    async def body(session: Session) -> int:
-        settings = dataclasses.replace(embedded_settings(state), drift_recheck_interval=recheck)
-        if interval is not None:
-            settings = dataclasses.replace(settings, observe_interval=interval)
-        if api is not None and not local_types:
-            # Templates from the network must not touch this machine's files and processes.
-            settings = dataclasses.replace(settings, enable_local_types=False)
-        from converge.api import Converge
-
-        session.interrupt_message = "converge serve stopped"
-        async with Converge.embedded(state, settings=settings) as cv:
-            stop = asyncio.Event()
-            loop = asyncio.get_running_loop()
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(signum, stop.set)
-            try:
-                async with cv.serving(), api_server(cv, api, noauth=noauth):
-                    click.echo(f"converge serve: watching the stacks in {state}", err=True)
-                    while not stop.is_set():  # or until the state fails (damaged, full)
-                        with contextlib.suppress(TimeoutError):
-                            await asyncio.wait_for(stop.wait(), timeout=1.0)
-                        cv.raise_if_state_failed()
-            finally:
-                for signum in (signal.SIGINT, signal.SIGTERM):
-                    loop.remove_signal_handler(signum)
-        click.echo("converge serve stopped", err=True)
-        return EXIT_OK
-
-    run_command(body, debug=debug, log_json=log_json)
-
-
-COMMANDS: tuple[click.Command, ...] = (check, drift, world, serve)
+COMMANDS: tuple[click.Command, ...] = (check, drift, world)
 
 
 def register(group: click.Group) -> None:

@@ -61,17 +61,31 @@ def read_source(path: str | os.PathLike[str]) -> SourceFile:
 
 
 def embedded_settings(state: str) -> EngineSettings:
-    """Settings of the embedded engine: Local::* types may touch only the state's directory.
+    """Settings of the CLI's engine: Local::* types may touch only the state's directory.
 
-    Here, not with the commands that run the engine, so ``validate`` reads them cheaply.
+    A database URL (``postgresql://…``) has no directory: there, Local::* paths may lie
+    only in ``CONVERGE_ALLOWED_ROOTS`` (directories separated by ``:``; none if unset),
+    and the built-in test types keep their simulated world in ``CONVERGE_TEST_WORLD``
+    (a file every process of the deployment shares; none if unset). Here, not with the
+    commands that run the engine, so ``validate`` reads them cheaply.
     """
     from converge.engine.settings import EngineSettings
 
     plugin_settings = {}
     if os.environ.get("CONVERGE_POSTGRES_URL"):
         plugin_settings["postgres_url"] = os.environ["CONVERGE_POSTGRES_URL"]
+    if "://" not in state:
+        return EngineSettings(
+            allowed_roots=(Path(state).resolve().parent,), plugin_settings=plugin_settings
+        )
+    roots = os.environ.get("CONVERGE_ALLOWED_ROOTS", "")
+    if os.environ.get("CONVERGE_TEST_WORLD"):
+        from converge.resources.builtin.world import SETTING
+
+        plugin_settings[SETTING] = str(Path(os.environ["CONVERGE_TEST_WORLD"]).resolve())
     return EngineSettings(
-        allowed_roots=(Path(state).resolve().parent,), plugin_settings=plugin_settings
+        allowed_roots=tuple(Path(root).resolve() for root in roots.split(os.pathsep) if root),
+        plugin_settings=plugin_settings,
     )
 
 

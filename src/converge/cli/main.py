@@ -23,6 +23,7 @@ class _Commands(click.Group):
         self._loaded = True
         from converge.cli.api_server import api_command, copy_serve_options
         from converge.cli.drift_commands import register as register_drift_commands
+        from converge.cli.serve import serve
         from converge.cli.stack_commands import register as register_stack_commands
         from converge.cli.state_commands import register as register_state_commands
         from converge.cli.token_commands import token
@@ -32,6 +33,7 @@ class _Commands(click.Group):
         register_stack_commands(self)
         register_drift_commands(self)
         register_state_commands(self)
+        self.add_command(serve)
         copy_serve_options()
         self.add_command(api_command)
         self.add_command(token)

@@ -22,6 +22,14 @@ from converge.cli.boundary import EXIT_FAILED, EXIT_OK, Session, run_command
 from converge.cli.inputs import Inputs, embedded_settings, parse_parameters, read_inputs
 from converge.cli.progress import Display, LineDisplay, LiveDisplay, Outcome, QuietDisplay, follow
 from converge.cli.remote import RemoteConverge, follow_remote, remote_settings
+from converge.cli.target import (
+    broker_options,
+    current_broker,
+    is_database_url,
+    open_state,
+    require_worker,
+    watching_workers,
+)
 from converge.errors import ConvergeError, NotFound
 
 if TYPE_CHECKING:
@@ -38,16 +46,18 @@ EXIT_CHANGES = 2
 
 
 def common_options(function: F) -> F:
-    """``--state``, ``-f/--format``, ``--debug`` and ``--log-json``."""
+    """``--state``, ``--broker``, ``-f/--format``, ``--debug`` and ``--log-json``."""
     decorators = [
         click.option(
             "--state",
             envvar="CONVERGE_STATE",
             default=DEFAULT_STATE,
             show_default=True,
-            type=click.Path(dir_okay=False),
-            help="The SQLite file holding the stacks (env CONVERGE_STATE).",
+            metavar="PATH|URL",
+            help="The SQLite file holding the stacks, or a database URL "
+            "(postgresql://USER@HOST/DB) shared by several processes (env CONVERGE_STATE).",
         ),
+        broker_options,
         output.format_option,
         click.option(
             "--debug",
@@ -124,13 +134,11 @@ async def _open(
             yield client  # type: ignore[misc]  # the same calls, over HTTP
         return
     from converge.adapters.sql import state_file
-    from converge.api import Converge
 
-    if must_exist:
+    if must_exist and not is_database_url(state):
         state_file.prepare(state, create=False)  # NotFound naming the file (and directory)
 
-    settings = embedded_settings(state)
-    async with Converge.embedded(state, settings=settings, read_only=read_only) as cv:
+    async with open_state(state, embedded_settings(state), read_only=read_only) as cv:
         yield cv
 
 
@@ -153,7 +161,8 @@ async def _follow(
     try:
         if isinstance(cv, RemoteConverge):
             return await follow_remote(cv, stack_id, display, after_id=after)
-        return await follow(cv, stack_id, display, after_id=after)
+        async with watching_workers(cv, title):
+            return await follow(cv, stack_id, display, after_id=after)
     finally:
         display.close()
 
@@ -190,6 +199,11 @@ def _report(outcome: Outcome, expected: str, fmt: str) -> int:
 
 
 def _interrupted(name: str, what: str) -> str:
+    if current_broker() is not None:  # the serving processes do the work, not this one
+        return (
+            f"interrupted: stopped following the {what} of stack {name}; the workers carry "
+            f"it on (`converge show {name}` tells how it ends)"
+        )
     return (
         f"interrupted: the engine stopped cleanly with the {what} of stack {name} unfinished; "
         f"the next `converge apply` or `converge destroy` resumes or supersedes it"
@@ -272,6 +286,7 @@ def apply(
                 current = await cv.get_stack(stack_name)
             except NotFound:
                 current = None
+            await require_worker(cv)
             if current is None:
                 view = await cv.create_stack(
                     stack_name,
@@ -466,6 +481,7 @@ def destroy(
     async def body(session: Session) -> int:
         async with _open(state, must_exist=True) as cv:
             stack = await cv.get_stack(name)
+            await require_worker(cv)
             after = await _last_event_id(cv, stack.id)
             await cv.delete_stack(stack.id, wait=False)
             session.interrupt_message = _interrupted(name, "delete")
@@ -651,7 +667,7 @@ def list_stacks(
     nested: bool,
 ) -> None:
     """List the stacks in the state file."""
-    if remote_settings() is None and not Path(state).exists():
+    if remote_settings() is None and not is_database_url(state) and not Path(state).exists():
         # No state file yet is no stacks yet; reading must not create the file.
         if output.is_document(output_format):
             output.print_document([], output_format)

@@ -11,6 +11,18 @@ import click
 from converge.cli import output
 from converge.cli.boundary import EXIT_OK, EXIT_STORE, Session, run_command
 from converge.cli.stack_commands import common_options
+from converge.cli.target import is_database_url
+from converge.errors import InvalidRequest
+
+
+def _file_only(state: str, what: str) -> None:
+    """These commands look after a SQLite file; a database server has its own tools."""
+    if is_database_url(state):
+        raise InvalidRequest(
+            f"`converge state {what}` works on a SQLite state file; for a database URL use "
+            "the database's own tools (pg_dump, pg_amcheck); commands that write bring its "
+            "schema up to date by themselves"
+        )
 
 
 @click.group()
@@ -27,6 +39,7 @@ def check_state(state: str, output_format: str, debug: bool, log_json: bool) -> 
     """
 
     async def body(session: Session) -> int:
+        _file_only(state, "check")
         from converge.adapters.sql import maintenance
 
         report = maintenance.check(state)
@@ -57,6 +70,7 @@ def backup_state(
     """
 
     async def body(session: Session) -> int:
+        _file_only(state, "backup")
         from converge.adapters.sql import maintenance
 
         written = maintenance.backup(state, target, force=force)
@@ -79,6 +93,7 @@ def upgrade_state(state: str, output_format: str, debug: bool, log_json: bool) -
     """
 
     async def body(session: Session) -> int:
+        _file_only(state, "upgrade")
         from converge.adapters.sql import maintenance
 
         before, after = await maintenance.upgrade(state)

@@ -15,6 +15,7 @@ from rich.table import Table
 from converge.cli import output
 from converge.cli.boundary import EXIT_OK, Session, run_command
 from converge.cli.stack_commands import common_options, embedded_settings
+from converge.cli.target import open_state
 
 
 def _when(timestamp: float | None) -> str:
@@ -62,9 +63,7 @@ def create_token(
     """Make a token; its secret is shown this once (only its hash is kept)."""
 
     async def body(session: Session) -> int:
-        from converge.api import Converge
-
-        async with Converge.embedded(state, settings=embedded_settings(state)) as cv:
+        async with open_state(state, embedded_settings(state)) as cv:
             secret, record = await cv.create_token(project, role, description)
         if output_format == output.Format.JSON:
             output.print_json({**_document(record), "token": secret})
@@ -89,9 +88,7 @@ def list_tokens(
     """List tokens (never their secrets)."""
 
     async def body(session: Session) -> int:
-        from converge.api import Converge
-
-        async with Converge.embedded(state, settings=embedded_settings(state)) as cv:
+        async with open_state(state, embedded_settings(state)) as cv:
             records = [_document(r) for r in await cv.list_tokens(project)]
         if output_format == output.Format.JSON:
             output.print_json(records)
@@ -116,9 +113,7 @@ def revoke_token(
     """Revoke token TOKEN_ID: requests with it are refused from now on."""
 
     async def body(session: Session) -> int:
-        from converge.api import Converge
-
-        async with Converge.embedded(state, settings=embedded_settings(state)) as cv:
+        async with open_state(state, embedded_settings(state)) as cv:
             await cv.revoke_token(token_id)
         if output_format == output.Format.JSON:
             output.print_json({"id": token_id, "revoked": True})

@@ -10,6 +10,7 @@ import asyncio
 import logging
 import os
 import uuid
+from collections.abc import Collection
 from typing import Any
 
 from converge.core.states import Status
@@ -30,9 +31,19 @@ from converge.resources.registry import PluginRegistry, default_registry
 
 log = logging.getLogger("converge.engine.runtime")
 
+# What a process may do: *engine* sweeps (re-sends lost work, times out operations) and
+# takes over what dead processes held; *worker* consumes the work queue and runs checks;
+# *observer* runs the synchronizer and drift handling (``Converge.serving``). A process with
+# none of them (the CLI against shared state) only starts operations and follows them.
+ROLES = ("engine", "worker", "observer")
+
 
 class Engine:
-    """Engine, worker and sweeper roles of one process over a store and a bus."""
+    """Engine, worker and sweeper roles of one process over a store and a bus.
+
+    ``roles`` chooses the loops this process runs (see ``ROLES``); every process keeps a
+    heartbeat row naming its roles, which is how others know a worker is alive.
+    """
 
     def __init__(
         self,
@@ -43,7 +54,12 @@ class Engine:
         settings: EngineSettings | None = None,
         clock: Clock | None = None,
         engine_id: str | None = None,
+        roles: Collection[str] = ("engine", "worker"),
     ) -> None:
+        unknown = set(roles) - set(ROLES)
+        if unknown:
+            raise ValueError(f"unknown roles {sorted(unknown)}: choose from {', '.join(ROLES)}")
+        self.roles = tuple(role for role in ROLES if role in roles)
         self.ctx = EngineContext(
             store=store,
             bus=bus,
@@ -80,7 +96,7 @@ class Engine:
                 engine_id=self.engine_id,
                 host=liveness.host_name(),
                 pid=os.getpid(),
-                roles=("engine", "worker"),
+                roles=self.roles,
                 started_at=now,
                 heartbeat_at=now,
                 process_start=liveness.process_start(os.getpid()),
@@ -88,18 +104,23 @@ class Engine:
         )
         await self._forget_dead_engines_of_this_host()
         await self._refresh_live_engines()
-        await self.ctx.bus.start(self._on_work)
+        if "worker" in self.roles:
+            await self.ctx.bus.start(self._on_work)
         self._loops = [
             asyncio.create_task(
                 self._every(self.ctx.settings.heartbeat_interval, self._heartbeat),
                 name="converge-heartbeat",
-            ),
-            asyncio.create_task(
-                self._every(self.ctx.settings.sweep_interval, self.sweep), name="converge-sweeper"
-            ),
+            )
         ]
+        if "engine" in self.roles:
+            self._loops.append(
+                asyncio.create_task(
+                    self._every(self.ctx.settings.sweep_interval, self.sweep),
+                    name="converge-sweeper",
+                )
+            )
         self._started = True
-        log.info("engine started", extra={"engine_id": self.engine_id})
+        log.info("engine started", extra={"engine_id": self.engine_id, "roles": self.roles})
 
     async def stop(self) -> None:
         if not self._started:

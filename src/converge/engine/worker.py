@@ -121,14 +121,11 @@ class Worker:
     ) -> None:
         assert stack.raw_template_id is not None  # set by every traversal start
         definition = await self.ctx.definitions.get(stack.raw_template_id)
-        target = row
-        if row.replaced_by is not None and not _is_known_to(graph, row.replaced_by):
-            # Replaced during this traversal (a replacement its graph does not know was
-            # made after it started): the replacement stands for this node. A replacement
-            # the graph knows is another row's business (a dropped one is cleaned up).
-            replacement = await self.ctx.store.get_resource(row.replaced_by)
-            if replacement is not None:
-                target = replacement
+        # Replaced since this traversal started (a replacement its graph does not know,
+        # made by it or by the traversal it superseded): the last such replacement stands
+        # for this node, however many there were. A replacement the graph knows is another
+        # row's business (a dropped one is cleaned up).
+        target = (await self._replacements_since(graph, row) or [row])[-1]
         resource = definition.resources.get(target.name)
         if resource is None:
             await self.operations.fail_traversal(
@@ -514,6 +511,25 @@ class Worker:
         )
         return replacement
 
+    async def _replacements_since(
+        self, graph: TraversalGraph, row: ResourceRecord
+    ) -> list[ResourceRecord]:
+        """The replacements of ``row`` made since ``graph`` was built, oldest first: the
+        chain of ``replaced_by`` through rows the graph does not know."""
+        chain: list[ResourceRecord] = []
+        seen = {row.id}
+        current = row
+        while current.replaced_by is not None and current.replaced_by not in seen:
+            if _is_known_to(graph, current.replaced_by):
+                break
+            replacement = await self.ctx.store.get_resource(current.replaced_by)
+            if replacement is None:
+                break
+            chain.append(replacement)
+            seen.add(replacement.id)
+            current = replacement
+        return chain
+
     # --- cleanup phase -----------------------------------------------------------------
 
     async def _cleanup_phase(
@@ -522,18 +538,53 @@ class Worker:
         if self._is_held_elsewhere(row) or _is_paused(row, stack.current_traversal):
             return
         is_current = GraphNode(row.id, True) in graph and row.replaced_by is None
-        decision = decide_cleanup(
+        decision = self._cleanup_decision(stack, row, is_current=is_current)
+        if decision.change == Change.NOTHING:
+            await self._finish(stack, graph, node, None, None)
+            return
+        if decision.change == Change.DELETE and not _nothing_real(row):
+            assert stack.raw_template_id is not None
+            definition = await self.ctx.definitions.get(stack.raw_template_id)
+            hook, traversal = "pre-delete", stack.current_traversal
+            if hook in definition.hooks_for(row.name) and not _is_cleared(row, traversal, hook):
+                await self._pause(stack, node, row, "pre-delete", Action.DELETE)
+                return
+        # A replacement made since the graph was built and replaced again in it (the
+        # superseded traversal made it, this one replaced it) has no node of its own: it
+        # goes with the row it replaced, or it would outlive the traversal.
+        for passed_over in await self._replacements_since(graph, row):
+            if passed_over.replaced_by is None:
+                continue  # the replacement that stands for the resource now
+            if self._is_held_elsewhere(passed_over):
+                return  # its action ends with a retrigger of this traversal
+            goes = self._cleanup_decision(stack, passed_over, is_current=False)
+            if not await self._remove(stack, graph, node, passed_over, goes, report=False):
+                return
+        await self._remove(stack, graph, node, row, decision, report=True)
+
+    def _cleanup_decision(
+        self, stack: StackRecord, row: ResourceRecord, *, is_current: bool
+    ) -> Decision:
+        return decide_cleanup(
             is_current,
             row.deletion_policy,
             replaced=row.replaced_by is not None,
             stack_deleted=stack.action == Action.DELETE,
         )
-        if decision.change == Change.NOTHING:
-            await self._finish(stack, graph, node, None, None)
-            return
-        nothing_real = row.action == Action.INIT or (
-            row.action == Action.DELETE and row.status == Status.COMPLETE
-        )
+
+    async def _remove(
+        self,
+        stack: StackRecord,
+        graph: TraversalGraph,
+        node: GraphNode,
+        row: ResourceRecord,
+        decision: Decision,
+        *,
+        report: bool,
+    ) -> bool:
+        """Delete (or, by its deletion policy, retain) the real thing, then drop the row;
+        ``report``: this ends ``node``. False when it did not happen (held, failed)."""
+        nothing_real = _nothing_real(row)
         if decision.change == Change.RETAIN or nothing_real:
             events = []
             if not nothing_real:
@@ -546,24 +597,19 @@ class Worker:
                         row.physical_resource_id,
                     )
                 )
-            await self._finish(stack, graph, node, row, row.atomic_key, delete=True, events=events)
-            return
-        assert stack.raw_template_id is not None
-        definition = await self.ctx.definitions.get(stack.raw_template_id)
-        hooks = definition.hooks_for(row.name)
-        if "pre-delete" in hooks and not _is_cleared(row, stack.current_traversal, "pre-delete"):
-            await self._pause(stack, node, row, "pre-delete", Action.DELETE)
-            return
+            return await self._finish(
+                stack, graph, node, row, row.atomic_key, delete=True, events=events, report=report
+            )
         plugin = await self._plugin_or_fail(stack, row, row.type, Action.DELETE)
         if plugin is None:
-            return
+            return False
         acting = self._acting(row.id, stack.current_traversal)  # before the claim is visible
         if acting is None:
-            return
+            return False
         claimed = await self._claim(stack, row, Action.DELETE, decision.reason)
         if claimed is None:
             self._done(acting)
-            return
+            return False
         try:
             ctx = dataclasses.replace(
                 self._context(stack, claimed),
@@ -572,10 +618,10 @@ class Worker:
             await self._run(stack, claimed, plugin.delete, ctx, applied_state(claimed))
         except ActionFailed as failed:
             await self._fail_resource(stack, claimed, Action.DELETE, failed.reason)
-            return
+            return False
         finally:
             self._done(acting)
-        await self._finish(
+        return await self._finish(
             stack,
             graph,
             node,
@@ -591,6 +637,7 @@ class Worker:
                     claimed.physical_resource_id,
                 )
             ],
+            report=report,
         )
 
     async def _stated_deletion_policy(self, row: ResourceRecord) -> str | None:
@@ -685,7 +732,8 @@ class Worker:
         delete: bool = False,
         events: list[NewEvent] | None = None,
         report: bool = True,
-    ) -> None:
+    ) -> bool:
+        """Store the node's result and report it; False when the row changed under us."""
         traversal = stack.current_traversal
         successors = graph.successors_of(node) if report else []
         payload = self._report_payload(row) if node.is_update and row is not None else {}
@@ -708,16 +756,17 @@ class Worker:
             kept_if_superseded=_kept_after_delete(row) if delete and row is not None else None,
         )
         if not stored:
-            return
+            return False
         if current != traversal:
             ids = {node.resource_id} | ({row.id} if row is not None else set())
             await self.retrigger(stack.id, current, ids)
-            return
+            return True
         for successor in ready:
             if successor == STACK_NODE:
                 await self.operations.complete_traversal(stack.id, traversal)
             else:
                 await self.ctx.send_check(stack.id, traversal, successor)
+        return True
 
     def _report_payload(self, row: ResourceRecord) -> dict[str, Any]:
         return {
@@ -915,6 +964,13 @@ def _kept_after_delete(row: ResourceRecord) -> dict[str, Any]:
         "engine_id": None,
         "hook_pending": None,
     }
+
+
+def _nothing_real(row: ResourceRecord) -> bool:
+    """Never made, or already deleted: only the row is left to drop."""
+    return row.action == Action.INIT or (
+        row.action == Action.DELETE and row.status == Status.COMPLETE
+    )
 
 
 def _is_known_to(graph: TraversalGraph, resource_id: int) -> bool:

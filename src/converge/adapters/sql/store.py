@@ -270,6 +270,12 @@ class SqlStore:
         upgrade each time cost more than most commands' own work.
         """
         with self._engine.begin() as connection:
+            if connection.dialect.name == "postgresql":
+                # Processes starting together on an empty database take turns: without the
+                # lock both create the schema and one fails (alembic_version exists).
+                connection.execute(
+                    sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK}
+                )
             current = MigrationContext.configure(connection).get_current_revision()
             if current is not None and current == _head_revision():
                 return
@@ -1540,6 +1546,10 @@ def _sync_point(traversal_id: str, node: GraphNode) -> dict[str, Any]:
         "target_resource_id": node.resource_id,
         "target_is_update": node.is_update,
     }
+
+
+# The advisory lock migrations hold on PostgreSQL (any constant; "cvmigr" in ASCII).
+_MIGRATION_LOCK = 0x63766D69677272
 
 
 def _safe_url(url: str) -> str:

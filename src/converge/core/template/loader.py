@@ -301,8 +301,14 @@ class _Builder:
         container[key] = value
 
 
-def _yaml_error(exc: yaml.YAMLError, text: str) -> tuple[str, int | None]:
+def _yaml_error(exc: yaml.YAMLError, text: str, limits: Limits) -> tuple[str, int | None]:
     if isinstance(exc, yaml.MarkedYAMLError):
+        if exc.problem and "maximum nesting depth" in exc.problem:
+            # Recent PyYAML builds' libyaml scans ahead and stops at a nesting limit of its
+            # own (1,000 flow levels) before the builder sees our much lower one.
+            mark = exc.problem_mark or exc.context_mark
+            message = f"nesting is deeper than the limit of {limits.max_depth} levels"
+            return message, (mark.line + 1 if mark else None)
         parts = [part for part in (exc.context, exc.problem) if part]
         mark = exc.problem_mark or exc.context_mark
         return "invalid YAML: " + ", ".join(parts), (mark.line + 1 if mark else None)
@@ -541,7 +547,7 @@ class _Loading:
         except _Problem as problem:
             raise self.error(problem) from None
         except yaml.YAMLError as exc:
-            message, line = _yaml_error(exc, text)
+            message, line = _yaml_error(exc, text, self.limits)
             raise TemplateError(message, file=self.filename, line=line) from None
         if self.warnings is not None:
             self.warnings.extend(self.error(problem) for problem in builder.duplicates)

@@ -1,0 +1,143 @@
+"""The real command line over PostgreSQL and RabbitMQ: `converge serve` processes do the work,
+`converge apply` and `destroy` start operations and follow them.
+
+Each test has a database and a broker namespace of its own; the serving processes are
+started as a user would (`converge serve --roles worker --workers 2`, and an engine).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from typing import IO
+
+import pytest
+
+from support.distributed import Deployment, alive
+
+pytestmark = [pytest.mark.postgres, pytest.mark.rabbitmq]
+
+TEMPLATE = """\
+heat_template_version: 2021-04-16
+parameters:
+  root: {type: string}
+  text: {type: string, default: hello}
+resources:
+  marker: {type: OS::Heat::None}
+  slow:
+    type: OS::Heat::TestResource
+    properties: {value: {get_param: text}, wait_secs: 0.5}
+  copy:
+    type: OS::Heat::Value
+    properties: {value: {get_attr: [slow, output]}}
+  file:
+    type: Local::File
+    properties:
+      path: {list_join: ['/', [{get_param: root}, 'out.txt']]}
+      content: {get_attr: [copy, value]}
+outputs:
+  text: {value: {get_attr: [copy, value]}}
+"""
+
+
+def test_serving_processes_do_the_work_of_apply_update_and_destroy(
+    deployment: Deployment,
+) -> None:
+    root = deployment.directory
+    (root / "stack.yaml").write_text(TEMPLATE)
+    engine = deployment.serve("--roles", "engine")
+    workers = deployment.serve("--roles", "worker", "--workers", "2")
+    worker_pids = deployment.wait_for("worker", 2)
+    deployment.wait_for("engine", 1)
+    # Roles as asked: two worker-only processes, one engine, and nothing else registered
+    # (the supervising serve holds no role; no one here observes).
+    assert sorted(roles for _, roles in deployment.services()) == [
+        ("engine",),
+        ("worker",),
+        ("worker",),
+    ]
+
+    created = deployment.converge("apply", "stack.yaml", "-P", f"root={root}", "-f", "json")
+    assert created.returncode == 0, created.stderr
+    stack = json.loads(created.stdout)
+    assert stack["stack_status"] == "CREATE_COMPLETE"
+    assert stack["outputs"][0]["output_value"] == "hello"
+    assert (root / "out.txt").read_text() == "hello"
+    ids = {r["resource_name"]: r["physical_resource_id"] for r in stack["resources"]}
+
+    # A worker killed outright is started again by its serve.
+    os.kill(worker_pids[0], signal.SIGKILL)
+    worker_pids = deployment.wait_for_new("worker", worker_pids)
+
+    updated = deployment.converge(
+        "apply", "stack.yaml", "-P", f"root={root}", "-P", "text=bye", "-f", "json"
+    )
+    assert updated.returncode == 0, updated.stderr
+    stack = json.loads(updated.stdout)
+    assert stack["stack_status"] == "UPDATE_COMPLETE"
+    assert (root / "out.txt").read_text() == "bye"
+    after = {r["resource_name"]: r["physical_resource_id"] for r in stack["resources"]}
+    assert after["marker"] == ids["marker"] and after["file"] == ids["file"]  # kept
+
+    shown = deployment.converge("show", "stack", "-f", "value", "-c", "stack_status")
+    assert shown.stdout.strip() == "UPDATE_COMPLETE", shown.stderr
+    (root / "out.txt").write_text("changed by hand")
+    checked = deployment.converge("check", "stack", "-f", "json")  # observed from here
+    assert checked.returncode == 0, checked.stderr
+    drift = {r["resource_name"]: r["drift_status"] for r in json.loads(checked.stdout)["resources"]}
+    assert drift == {"marker": "IN_SYNC", "slow": "IN_SYNC", "copy": "IN_SYNC", "file": "MODIFIED"}
+
+    deleted = deployment.converge("destroy", "stack", "--yes", "-f", "json")
+    assert deleted.returncode == 0, deleted.stderr
+    assert json.loads(deleted.stdout)["stack_status"] == "DELETE_COMPLETE"
+    assert not (root / "out.txt").exists()
+
+    # SIGTERM stops serve and the worker processes it started.
+    assert "2 worker processes" in workers.stop()
+    assert not any(alive(pid) for pid in worker_pids)
+    # No trigger was lost: the engine's sweeper had nothing to push on.
+    assert "sweeper rescues: 0" in engine.stop()
+    assert deployment.services() == []
+
+
+def test_apply_says_so_when_no_worker_is_alive(deployment: Deployment) -> None:
+    (deployment.directory / "stack.yaml").write_text(
+        "heat_template_version: 2021-04-16\nresources:\n  a: {type: OS::Heat::None}\n"
+    )
+    engine = deployment.serve("--roles", "engine,observer")  # alive, but no worker
+    deployment.wait_for("engine", 1)
+    refused = deployment.converge("apply", "stack.yaml")
+    assert refused.returncode == 7, refused.stderr
+    assert "no converge worker is alive" in refused.stderr
+    assert "guest@" in refused.stderr and "guest:guest" not in refused.stderr  # no password
+    listed = deployment.converge("list", "-f", "json")
+    assert json.loads(listed.stdout) == []  # nothing was started
+    engine.stop()
+
+
+def test_a_worker_restarted_mid_operation_finishes_it(deployment: Deployment) -> None:
+    """The only worker stops while a resource is being created: `apply` says that no
+    worker is alive, and once a new worker process starts, it carries the operation on."""
+    (deployment.directory / "slow.yaml").write_text(
+        "heat_template_version: 2021-04-16\nresources:\n"
+        "  slow: {type: OS::Heat::TestResource, properties: {wait_secs: 3}}\n"
+    )
+    first = deployment.serve("--roles", "worker")
+    deployment.wait_for("worker", 1)
+    with deployment.start_converge("apply", "slow.yaml") as following:
+        assert following.stdout is not None and following.stderr is not None
+        _read_until(following.stdout, "slow  CREATE_IN_PROGRESS")
+        first.stop()  # its unfinished check goes back to the broker's queue
+        _read_until(following.stderr, "no converge worker is alive")
+        second = deployment.serve("--roles", "worker")
+        following.wait(timeout=120)  # little output: the pipes cannot fill meanwhile
+        out, err = following.stdout.read(), following.stderr.read()
+    assert following.returncode == 0, err
+    assert "Stack slow CREATE_COMPLETE" in out
+    second.stop()
+
+
+def _read_until(stream: IO[str], text: str) -> None:
+    while text not in (line := stream.readline()):
+        assert line, f"the command ended before printing {text!r}"
