@@ -197,3 +197,18 @@ async def test_a_waiter_cancelled_after_its_turn_came_passes_it_on(postgres_url:
         assert first.cancelled()
     finally:
         await store.close()
+
+
+async def test_a_connection_idle_for_long_is_checked_before_a_write(
+    store: SqlStore, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Idle past the limit, a connection is pinged first: a write after the server
+    dropped it goes to a new connection instead of failing."""
+    from converge.adapters.sql import postgres_pool
+
+    stack_id, row_id, key = await _stack_with_row(store)
+    await store.get_stack(stack_id)
+    monkeypatch.setattr(postgres_pool, "IDLE_PING_SECONDS", 0.0)
+    await asyncio.to_thread(_terminate_others, postgres_url)
+    written = await store.update_resource(row_id, key, {"status_reason": "after"})
+    assert written is not None and written.status_reason == "after"
