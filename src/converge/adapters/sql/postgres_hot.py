@@ -40,7 +40,6 @@ class _Rows:
     def __init__(self, table: sa.Table, *, skip: Sequence[str] = ()) -> None:
         self.columns = [c.name for c in table.c if c.name not in skip]
         self.row_type = namedtuple(f"{table.name}_pg_row", self.columns)  # type: ignore[misc]
-        self.name = table.name
 
     def row(self, values: Mapping[str, Any] | None) -> Any | None:
         return None if values is None else self.row_type(**values)
@@ -54,6 +53,8 @@ _STACK_JSON = (
     "WHERE id = %(stack_id)s) s)"
 )
 _RESOURCE_JSON = "(SELECT row_to_json(r) FROM resource r WHERE r.id = %(resource_id)s)"
+_SELECT_STACK = f"SELECT {_STACK_JSON}"
+_SELECT_RESOURCE = f"SELECT {_RESOURCE_JSON}"
 _SYNC_POINT = (
     "traversal_id = %(traversal_id)s AND target_resource_id = %(target_id)s "
     "AND target_is_update = %(target_is_update)s"
@@ -136,7 +137,7 @@ class PostgresHotPath:
     # --- reads -------------------------------------------------------------------------
 
     async def stack(self, stack_id: str) -> Any | None:
-        found = await self._read(f"SELECT {_STACK_JSON}", {"stack_id": stack_id})
+        found = await self._read(_SELECT_STACK, {"stack_id": stack_id})
         return None if found is None else _STACK.row(found[0])
 
     async def find_stack(
@@ -149,7 +150,7 @@ class PostgresHotPath:
         return None if found is None else _STACK.row(found[0])
 
     async def resource(self, resource_id: int) -> Any | None:
-        found = await self._read(f"SELECT {_RESOURCE_JSON}", {"resource_id": resource_id})
+        found = await self._read(_SELECT_RESOURCE, {"resource_id": resource_id})
         return None if found is None else _RESOURCE.row(found[0])
 
     async def load_for_check(
