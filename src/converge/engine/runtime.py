@@ -102,7 +102,6 @@ class Engine:
                 process_start=liveness.process_start(os.getpid()),
             )
         )
-        await self._forget_dead_engines_of_this_host()
         await self._refresh_live_engines()
         if "worker" in self.roles:
             await self.ctx.bus.start(self._on_work)
@@ -266,24 +265,32 @@ class Engine:
 
     async def _heartbeat(self) -> None:
         await self.ctx.store.heartbeat(self.engine_id, self.ctx.clock.now())
-        await self._forget_dead_engines_of_this_host()
         await self._refresh_live_engines()
 
-    async def _forget_dead_engines_of_this_host(self) -> None:
-        """Remove the service rows of engines that ran here and whose process is gone, so
-        their claims are taken over now rather than when their heartbeat goes stale."""
+    async def _refresh_live_engines(self) -> None:
+        """Who is alive: whose claims stand (any role) and who shares the sweeping (the
+        engines). Engines of this host whose process is gone are forgotten first, so their
+        claims and their share are taken over now rather than when their heartbeat goes
+        stale."""
         host = liveness.host_name()
+        since = self.ctx.clock.now() - self.ctx.settings.engine_stale_after
+        live: set[str] = {self.engine_id}
+        sweepers: set[str] = {self.engine_id}
         for service in await self.ctx.store.list_services():
-            if service.engine_id != self.engine_id and liveness.is_dead_here(service, host):
+            if service.engine_id == self.engine_id:
+                continue
+            if liveness.is_dead_here(service, host):
                 log.info(
                     "engine of this host is gone: taking over its claims",
                     extra={"engine_id": service.engine_id, "pid": service.pid},
                 )
                 await self.ctx.store.remove_service(service.engine_id)
-
-    async def _refresh_live_engines(self) -> None:
-        since = self.ctx.clock.now() - self.ctx.settings.engine_stale_after
-        self.ctx.live_engines = await self.ctx.store.live_engines(since) | {self.engine_id}
+            elif service.heartbeat_at > since:
+                live.add(service.engine_id)
+                if "engine" in service.roles:
+                    sweepers.add(service.engine_id)
+        self.ctx.live_engines = live
+        self.sweepers = frozenset(sweepers)
 
     async def _every(self, interval: float, job: Any) -> None:
         while True:

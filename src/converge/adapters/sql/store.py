@@ -34,6 +34,7 @@ from sqlalchemy.exc import IntegrityError
 
 from converge.adapters import json_codec
 from converge.adapters.sql import state_file
+from converge.adapters.sql import leases
 from converge.adapters.sql import tables as t
 from converge.adapters.sql.entities import EntityStore
 from converge.adapters.sql.migrations import SCHEMA_HEAD, SCHEMA_REVISIONS
@@ -1294,6 +1295,19 @@ class SqlStore:
                     )
                 ).scalars()
             )
+
+    # --- leases (converge.adapters.sql.leases) ----------------------------------------
+
+    async def take_lease(
+        self, name: str, holder: str, *, now: float, ttl: float | None, live_after: float
+    ) -> bool:
+        return await self._run(
+            self._in_tx,
+            lambda conn: leases.take(conn, name, holder, now=now, ttl=ttl, live_after=live_after),
+        )
+
+    async def release_lease(self, name: str, holder: str) -> None:
+        await self._run(self._in_tx, lambda conn: leases.give_back(conn, name, holder))
 
 
 # --- helpers -------------------------------------------------------------------------
