@@ -33,8 +33,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from converge.adapters import json_codec
-from converge.adapters.sql import state_file
-from converge.adapters.sql import leases
+from converge.adapters.sql import leases, state_file
 from converge.adapters.sql import tables as t
 from converge.adapters.sql.entities import EntityStore
 from converge.adapters.sql.migrations import SCHEMA_HEAD, SCHEMA_REVISIONS
