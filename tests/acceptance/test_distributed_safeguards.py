@@ -1,0 +1,198 @@
+"""Safeguards that must hold across engine processes sharing PostgreSQL and RabbitMQ.
+
+Two ``Converge`` handles in this process are two engines as far as the database and the
+broker know; a third, killed with SIGKILL, runs in a child process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from converge.api import Converge
+from converge.core.heal import HealPolicy
+from converge.engine import liveness
+from converge.engine.settings import EngineSettings
+from converge.records import StackRecord
+from converge.resources.builtin import world
+from support import hanging
+from support.amqp import delete_namespace
+from support.world import eventually
+
+pytestmark = [pytest.mark.postgres, pytest.mark.rabbitmq]
+
+LONG = """
+heat_template_version: 2021-04-16
+resources:
+  slow: {type: OS::Heat::TestResource, properties: {value: v, wait_secs: 1.5}}
+  after: {type: OS::Heat::None, depends_on: slow}
+"""
+DRIFTED = """
+heat_template_version: 2021-04-16
+resources:
+  test: {type: OS::Heat::TestResource, properties: {value: hello}}
+"""
+CHECKED = "\n".join(
+    [
+        "heat_template_version: 2021-04-16",
+        "resources:",
+        *(f"  r{i}: {{type: {hanging.TYPE}}}" for i in range(3)),
+    ]
+)
+
+
+@contextlib.asynccontextmanager
+async def two_engines(
+    postgres_url: str, rabbitmq_url: str, settings: EngineSettings
+) -> AsyncIterator[tuple[Converge, Converge, str]]:
+    namespace = f"converge-test-{uuid.uuid4().hex[:10]}"
+
+    def engine() -> contextlib.AbstractAsyncContextManager[Converge]:
+        return Converge.open(
+            postgres_url,
+            settings=settings,
+            registry=hanging.registry(),
+            broker_url=rabbitmq_url,
+            broker_namespace=namespace,
+        )
+
+    try:
+        async with engine() as first, engine() as second:
+            yield first, second, namespace
+    finally:
+        await delete_namespace(rabbitmq_url, namespace, hosts=(socket.gethostname(),))
+
+
+def fast(tmp_path: Path, **changes: object) -> EngineSettings:
+    return EngineSettings(
+        sweep_interval=0.1,
+        heartbeat_interval=0.2,
+        plugin_settings={world.SETTING: str(tmp_path / "world.db")},
+        **changes,  # type: ignore[arg-type]
+    )
+
+
+async def test_long_work_held_by_one_engine_is_not_resent_by_another(
+    postgres_url: str, rabbitmq_url: str, tmp_path: Path
+) -> None:
+    """Both engines sweep every 0.1 s while actions run for 1.5 s on one of them: the
+    owner of each stack's share sees the other's claim and re-sends nothing."""
+    async with two_engines(postgres_url, rabbitmq_url, fast(tmp_path)) as (first, second, _):
+
+        async def both_know_both() -> bool:  # from the next heartbeat of the first one
+            return first.engine.sweepers == second.engine.sweepers and len(
+                first.engine.sweepers
+            ) == 2
+
+        await eventually(both_know_both)
+        created = await asyncio.wait_for(
+            asyncio.gather(*(first.create_stack(f"long-{i}", LONG) for i in range(4))), 60
+        )
+        assert {s.stack_status for s in created} == {"CREATE_COMPLETE"}
+        assert [first.engine.sweeper_rescues, second.engine.sweeper_rescues] == [0, 0]
+
+
+async def test_a_stack_is_healed_by_one_engine_at_a_time(
+    postgres_url: str, rabbitmq_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While one engine is starting a heal, the other's heal of the same stack neither
+    starts a second update nor counts the attempt again (no backoff: it would have)."""
+    settings = fast(tmp_path, heal_policy=HealPolicy(base_delay=0.0, max_delay=0.0))
+    async with two_engines(postgres_url, rabbitmq_url, settings) as (first, second, _):
+        stack = await first.create_stack("s", DRIFTED, drift_policy="heal")
+        store = first.engine.ctx.store
+        (row,) = await store.list_resources(stack.id)
+        assert await store.set_drift(row.id, {"drift_status": "MODIFIED", "drift_detail": {}})
+
+        inside, go_on = asyncio.Event(), asyncio.Event()
+        real_converge = first.engine.operations.converge
+
+        async def held_converge(*args: object, **kwargs: object) -> StackRecord:
+            inside.set()
+            await go_on.wait()
+            return await real_converge(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(first.engine.operations, "converge", held_converge)
+        healing = asyncio.create_task(first.engine.drift.heal(stack.id))
+        await asyncio.wait_for(inside.wait(), 10)
+        assert await second.engine.drift.heal(stack.id) is None
+        row = await store.get_resource(row.id)
+        assert row is not None and row.heal_attempts == 1
+        go_on.set()
+        assert await asyncio.wait_for(healing, 10) is not None
+        healed = await asyncio.wait_for(second.wait("s"), 30)
+        assert healed.stack_status == "UPDATE_COMPLETE", healed.stack_status_reason
+        reasons = [e.resource_status_reason for e in await second.list_events("s", resource_name="test")]
+        assert sum(r.startswith("Healing drift") for r in reasons) == 1
+        # the lease was given back: the next heal (of new drift) may run on either engine
+        assert await store.set_drift(row.id, {"drift_status": "MODIFIED", "drift_detail": {}})
+        assert await second.engine.drift.heal(stack.id) is not None
+
+
+_KILLED = """
+import asyncio, sys
+from converge.api import Converge
+from converge.engine.settings import EngineSettings
+from converge.resources.builtin import world
+from support import hanging
+
+async def main(database, broker, namespace, world_path):
+    settings = EngineSettings(plugin_settings={world.SETTING: world_path})
+    async with Converge.open(
+        database, settings=settings, registry=hanging.registry(),
+        broker_url=broker, broker_namespace=namespace,
+    ) as cv:
+        await cv.check_stack("checked", wait=False)
+        print("checking", flush=True)
+        await asyncio.Event().wait()
+
+asyncio.run(main(*sys.argv[1:]))
+"""
+
+
+@pytest.mark.skipif(not liveness.can_tell(), reason="needs Linux /proc")
+async def test_a_check_of_a_killed_engine_is_finished_by_a_survivor(
+    postgres_url: str, rabbitmq_url: str, tmp_path: Path
+) -> None:
+    settings = fast(tmp_path)
+    async with two_engines(postgres_url, rabbitmq_url, settings) as (first, second, namespace):
+        await first.create_stack("checked", CHECKED)
+        env = {**os.environ, "HANG_OBSERVE": "1", "PYTHONPATH": str(Path(__file__).parents[1])}
+        args = [postgres_url, rabbitmq_url, namespace, str(tmp_path / "world.db")]
+        child = subprocess.Popen(
+            [sys.executable, "-c", _KILLED, *args], env=env, stdout=subprocess.PIPE, text=True
+        )
+        try:
+            assert child.stdout is not None
+            line = await asyncio.wait_for(asyncio.to_thread(child.stdout.readline), 60)
+            assert line.strip() == "checking"
+            # The child's observations hang: its check is in progress when it is killed.
+            assert (await first.get_stack("checked")).stack_status == "CHECK_IN_PROGRESS"
+            child.send_signal(signal.SIGKILL)
+            child.wait(timeout=30)
+        finally:
+            child.kill()
+            child.communicate()
+
+        async def checked() -> bool:
+            return (await second.get_stack("checked")).stack_status == "CHECK_COMPLETE"
+
+        await eventually(checked, timeout=20)
+        rescues = first.engine.sweeper_rescues + second.engine.sweeper_rescues
+        assert rescues == 1  # one survivor took the check over, the other left it alone
+        events = await second.list_events("checked")
+        stack_reasons = [e.resource_status_reason for e in events if e.resource_name == "checked"]
+        assert stack_reasons.count("Stack CHECK started") == 2
+        assert stack_reasons[-1].startswith("Stack CHECK completed successfully (3 in sync")
+        resources = await second.list_resources("checked")
+        assert {r.resource_status for r in resources} == {"CHECK_COMPLETE"}
