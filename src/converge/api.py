@@ -169,7 +169,7 @@ class Converge:
                 world.SETTING: str(world.world_path_for(state)),
             }
             settings = dataclasses.replace(settings, plugin_settings=plugin_settings)
-        bus = _bus(broker_url, broker_namespace, roles, read_only=read_only)
+        bus = _bus(broker_url, broker_namespace, roles, read_only=read_only, host=settings.host)
         store = SqlStore.open_file(state, read_only=read_only)
         async with cls._over(
             store, settings, registry, start=not read_only, bus=bus, roles=roles
@@ -198,7 +198,8 @@ class Converge:
         checks to the worker processes. ``read_only=True`` runs no engine at all (reading
         calls only), as for ``embedded``.
         """
-        bus = _bus(broker_url, broker_namespace, roles, read_only=read_only)
+        host = settings.host if settings is not None else None
+        bus = _bus(broker_url, broker_namespace, roles, read_only=read_only, host=host)
         store = SqlStore.open(database_url)
         async with cls._over(
             store, settings, registry, start=not read_only, bus=bus, roles=roles
@@ -1131,10 +1132,18 @@ def _check_drift_policy(policy: str) -> None:
         raise InvalidRequest(f"invalid drift policy {policy!r}: use notify, heal or ignore")
 
 
-def _bus(broker_url: str | None, namespace: str, roles: Collection[str], *, read_only: bool) -> Bus:
-    """The in-process bus, or RabbitMQ's when a broker is given."""
+def _bus(
+    broker_url: str | None,
+    namespace: str,
+    roles: Collection[str],
+    *,
+    read_only: bool,
+    host: str | None = None,
+) -> Bus:
+    """The in-process bus, or RabbitMQ's when a broker is given (``host``: this machine's
+    name for work bound to a host, by default its host name)."""
     if broker_url is not None:
-        return _amqp_bus(broker_url, namespace)
+        return _amqp_bus(broker_url, namespace, host)
     if not read_only and "worker" not in roles:
         raise InvalidRequest(
             "without a broker the work is done in this process: it needs the worker role"
@@ -1142,7 +1151,7 @@ def _bus(broker_url: str | None, namespace: str, roles: Collection[str], *, read
     return LocalBus()
 
 
-def _amqp_bus(url: str, namespace: str) -> Bus:
+def _amqp_bus(url: str, namespace: str, host: str | None) -> Bus:
     """The RabbitMQ bus; aio-pika is an optional dependency (the ``rabbitmq`` extra)."""
     try:
         from converge.adapters.amqp_bus import AmqpBus
@@ -1150,4 +1159,4 @@ def _amqp_bus(url: str, namespace: str) -> Bus:
         raise InvalidRequest(
             f"a broker URL needs the RabbitMQ bus: pip install 'converge[rabbitmq]' ({exc})"
         ) from exc
-    return AmqpBus(url, namespace=namespace)
+    return AmqpBus(url, namespace=namespace, host=host)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import signal
 import socket
@@ -23,6 +24,7 @@ from converge.api import Converge
 from converge.core.heal import HealPolicy
 from converge.engine import liveness
 from converge.engine.settings import EngineSettings
+from converge.messages import CheckResource
 from converge.records import StackRecord
 from converge.resources.builtin import world
 from support import hanging
@@ -53,11 +55,14 @@ CHECKED = "\n".join(
 
 @contextlib.asynccontextmanager
 async def two_engines(
-    postgres_url: str, rabbitmq_url: str, settings: EngineSettings
+    postgres_url: str,
+    rabbitmq_url: str,
+    settings: EngineSettings,
+    second_settings: EngineSettings | None = None,
 ) -> AsyncIterator[tuple[Converge, Converge, str]]:
     namespace = f"converge-test-{uuid.uuid4().hex[:10]}"
 
-    def engine() -> contextlib.AbstractAsyncContextManager[Converge]:
+    def engine(settings: EngineSettings) -> contextlib.AbstractAsyncContextManager[Converge]:
         return Converge.open(
             postgres_url,
             settings=settings,
@@ -66,11 +71,12 @@ async def two_engines(
             broker_namespace=namespace,
         )
 
+    hosts = {socket.gethostname(), *(s.host for s in (settings, second_settings) if s and s.host)}
     try:
-        async with engine() as first, engine() as second:
+        async with engine(settings) as first, engine(second_settings or settings) as second:
             yield first, second, namespace
     finally:
-        await delete_namespace(rabbitmq_url, namespace, hosts=(socket.gethostname(),))
+        await delete_namespace(rabbitmq_url, namespace, hosts=tuple(sorted(hosts)))
 
 
 def fast(tmp_path: Path, **changes: object) -> EngineSettings:
@@ -90,9 +96,9 @@ async def test_long_work_held_by_one_engine_is_not_resent_by_another(
     async with two_engines(postgres_url, rabbitmq_url, fast(tmp_path)) as (first, second, _):
 
         async def both_know_both() -> bool:  # from the next heartbeat of the first one
-            return first.engine.sweepers == second.engine.sweepers and len(
-                first.engine.sweepers
-            ) == 2
+            return (
+                first.engine.sweepers == second.engine.sweepers and len(first.engine.sweepers) == 2
+            )
 
         await eventually(both_know_both)
         created = await asyncio.wait_for(
@@ -132,7 +138,9 @@ async def test_a_stack_is_healed_by_one_engine_at_a_time(
         assert await asyncio.wait_for(healing, 10) is not None
         healed = await asyncio.wait_for(second.wait("s"), 30)
         assert healed.stack_status == "UPDATE_COMPLETE", healed.stack_status_reason
-        reasons = [e.resource_status_reason for e in await second.list_events("s", resource_name="test")]
+        reasons = [
+            e.resource_status_reason for e in await second.list_events("s", resource_name="test")
+        ]
         assert sum(r.startswith("Healing drift") for r in reasons) == 1
         # the lease was given back: the next heal (of new drift) may run on either engine
         assert await store.set_drift(row.id, {"drift_status": "MODIFIED", "drift_detail": {}})
@@ -196,3 +204,53 @@ async def test_a_check_of_a_killed_engine_is_finished_by_a_survivor(
         assert stack_reasons[-1].startswith("Stack CHECK completed successfully (3 in sync")
         resources = await second.list_resources("checked")
         assert {r.resource_status for r in resources} == {"CHECK_COMPLETE"}
+
+
+def files_template(directory: Path) -> str:
+    """Six files (bound to the host that makes them) and six placeholders (any host)."""
+    lines = ["heat_template_version: 2021-04-16", "resources:"]
+    for i in range(6):
+        lines += [
+            f"  file{i}:",
+            "    type: Local::File",
+            f"    properties: {{path: '{directory / f'f{i}.txt'}', content: '{i}'}}",
+            f"  any{i}: {{type: OS::Heat::None}}",
+        ]
+    return "\n".join(lines)
+
+
+async def test_work_on_a_local_resource_runs_on_its_host(
+    postgres_url: str, rabbitmq_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Engines on hosts alpha and beta: the files a stack started on beta made are on beta,
+    and only beta's worker acts on them; other work goes to either."""
+    base = fast(tmp_path, allowed_roots=(tmp_path,))
+    alpha, beta = (dataclasses.replace(base, host=host) for host in ("alpha", "beta"))
+    async with two_engines(postgres_url, rabbitmq_url, alpha, beta) as (first, second, _):
+        checked: dict[str, list[int]] = {"alpha": [], "beta": []}
+        for host, cv in (("alpha", first), ("beta", second)):
+            real_check = cv.engine.worker.check
+
+            async def check(message: CheckResource, _host: str = host, _real=real_check) -> None:
+                checked[_host].append(message.resource_id)
+                await _real(message)
+
+            monkeypatch.setattr(cv.engine.worker, "check", check)
+        template = files_template(tmp_path)
+        for round_ in range(2):  # create, then delete: both phases stay on beta
+            if round_ == 0:
+                stack = await asyncio.wait_for(second.create_stack("files", template), 60)
+                assert stack.stack_status == "CREATE_COMPLETE", stack.stack_status_reason
+                rows = await second.engine.ctx.store.list_resources(stack.id)
+                local = {r.id for r in rows if r.type == "Local::File"}
+                assert {r.host for r in rows if r.id in local} == {"beta"}
+                assert {r.host for r in rows if r.id not in local} == {None}
+                assert sorted(p.name for p in tmp_path.glob("f*.txt")) == [
+                    f"f{i}.txt" for i in range(6)
+                ]
+            else:
+                deleted = await asyncio.wait_for(first.delete_stack("files"), 60)
+                assert deleted.stack_status == "DELETE_COMPLETE", deleted.stack_status_reason
+                assert list(tmp_path.glob("f*.txt")) == []
+            assert local <= set(checked["beta"])
+            assert not local & set(checked["alpha"]), "alpha acted on a file of beta"

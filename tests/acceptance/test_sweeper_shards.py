@@ -110,9 +110,7 @@ async def test_work_claimed_by_a_live_engine_is_not_resent(engine: Engine) -> No
     stack = await cv.create_stack("long", ONE, wait=False)
     (row,) = await engine.ctx.store.list_resources(stack.id)
     # Another engine claimed the resource (its action runs for long): nothing to re-send.
-    claimed = await engine.ctx.store.update_resource(
-        row.id, row.atomic_key, {"engine_id": "busy"}
-    )
+    claimed = await engine.ctx.store.update_resource(row.id, row.atomic_key, {"engine_id": "busy"})
     assert claimed is not None
     assert await sweep_twice(engine) == set()
     assert engine.sweeper_rescues == 0

@@ -71,6 +71,7 @@ class Engine:
             settings=settings or EngineSettings(),
             clock=clock or SystemClock(),
             engine_id=engine_id or str(uuid.uuid4()),
+            host=(settings.host if settings is not None else None) or liveness.host_name(),
         )
         self.operations = StackOperations(self.ctx)
         self.worker = Worker(self.ctx, self.operations)

@@ -97,6 +97,8 @@ resource = Table(
     Column("heal_last_at", Float, nullable=True),
     Column("heal_next_at", Float, nullable=True),
     Column("drift_checked_at", Float, nullable=True),
+    # 0009: the machine the real thing lives on, for types bound to their host
+    Column("host", String(255), nullable=True),
     Index("ix_resource_stack", "stack_id"),
 )
 

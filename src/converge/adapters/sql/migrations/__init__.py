@@ -14,5 +14,6 @@ SCHEMA_REVISIONS = (
     "0006_sync_counter",
     "0007",
     "0008_leases",
+    "0009_resource_host",
 )
 SCHEMA_HEAD = SCHEMA_REVISIONS[-1]
