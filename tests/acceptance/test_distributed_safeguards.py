@@ -17,6 +17,7 @@ import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,7 +37,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.rabbitmq]
 LONG = """
 heat_template_version: 2021-04-16
 resources:
-  slow: {type: OS::Heat::TestResource, properties: {value: v, wait_secs: 1.5}}
+  slow: {type: OS::Heat::TestResource, properties: {value: v, wait_secs: 2}}
   after: {type: OS::Heat::None, depends_on: slow}
 """
 DRIFTED = """
@@ -79,21 +80,24 @@ async def two_engines(
         await delete_namespace(rabbitmq_url, namespace, hosts=tuple(sorted(hosts)))
 
 
-def fast(tmp_path: Path, **changes: object) -> EngineSettings:
-    return EngineSettings(
+def fast(tmp_path: Path, **changes: Any) -> EngineSettings:
+    settings = EngineSettings(
         sweep_interval=0.1,
         heartbeat_interval=0.2,
         plugin_settings={world.SETTING: str(tmp_path / "world.db")},
-        **changes,  # type: ignore[arg-type]
     )
+    return dataclasses.replace(settings, **changes)
 
 
 async def test_long_work_held_by_one_engine_is_not_resent_by_another(
     postgres_url: str, rabbitmq_url: str, tmp_path: Path
 ) -> None:
-    """Both engines sweep every 0.1 s while actions run for 1.5 s on one of them: the
-    owner of each stack's share sees the other's claim and re-sends nothing."""
-    async with two_engines(postgres_url, rabbitmq_url, fast(tmp_path)) as (first, second, _):
+    """Both engines sweep every 0.4 s while actions run for 2 s on one of them: the
+    owner of each stack's share sees the other's claim and re-sends nothing. (Sweeps much
+    closer together than a message takes from the queue to its claim would re-send work
+    merely queued: the sweep interval is meant to be far longer than that.)"""
+    settings = fast(tmp_path, sweep_interval=0.4)
+    async with two_engines(postgres_url, rabbitmq_url, settings) as (first, second, _):
 
         async def both_know_both() -> bool:  # from the next heartbeat of the first one
             return (
