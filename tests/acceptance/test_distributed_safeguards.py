@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from converge.api import Converge
+from converge.core import shard
 from converge.core.heal import HealPolicy
 from converge.engine import liveness
 from converge.engine.settings import EngineSettings
@@ -90,7 +91,7 @@ def fast(tmp_path: Path, **changes: Any) -> EngineSettings:
 
 
 async def test_long_work_held_by_one_engine_is_not_resent_by_another(
-    postgres_url: str, rabbitmq_url: str, tmp_path: Path
+    postgres_url: str, rabbitmq_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Both engines sweep every 0.4 s while actions run for 2 s on one of them: the
     owner of each stack's share sees the other's claim and re-sends nothing. (Sweeps much
@@ -105,11 +106,37 @@ async def test_long_work_held_by_one_engine_is_not_resent_by_another(
             )
 
         await eventually(both_know_both)
+        ran_on = record_checks(monkeypatch, first, second)
         created = await asyncio.wait_for(
-            asyncio.gather(*(first.create_stack(f"long-{i}", LONG) for i in range(4))), 60
+            asyncio.gather(*(first.create_stack(f"long-{i}", LONG) for i in range(12))), 60
         )
         assert {s.stack_status for s in created} == {"CREATE_COMPLETE"}
+        # Some long actions ran on the engine that does not sweep their stack (else
+        # this test would not test the claims).
+        crossed = 0
+        for stack in created:
+            rows = await first.engine.ctx.store.list_resources(stack.id)
+            (slow,) = [row.id for row in rows if row.name == "slow"]
+            sweeper = shard.owner(stack.id, first.engine.sweepers)
+            crossed += sum(cv.engine.engine_id != sweeper for cv in ran_on[slow])
+        assert crossed
         assert [first.engine.sweeper_rescues, second.engine.sweeper_rescues] == [0, 0]
+
+
+def record_checks(monkeypatch: pytest.MonkeyPatch, *engines: Converge) -> dict[int, list[Converge]]:
+    """Which engines checked each resource (by row id)."""
+    ran_on: dict[int, list[Converge]] = {}
+    for cv in engines:
+        real_check = cv.engine.worker.check
+
+        async def check(
+            message: CheckResource, _cv: Converge = cv, _real: Any = real_check
+        ) -> None:
+            ran_on.setdefault(message.resource_id, []).append(_cv)
+            await _real(message)
+
+        monkeypatch.setattr(cv.engine.worker, "check", check)
+    return ran_on
 
 
 async def test_a_stack_is_healed_by_one_engine_at_a_time(
@@ -231,15 +258,7 @@ async def test_work_on_a_local_resource_runs_on_its_host(
     base = fast(tmp_path, allowed_roots=(tmp_path,))
     alpha, beta = (dataclasses.replace(base, host=host) for host in ("alpha", "beta"))
     async with two_engines(postgres_url, rabbitmq_url, alpha, beta) as (first, second, _):
-        checked: dict[str, list[int]] = {"alpha": [], "beta": []}
-        for host, cv in (("alpha", first), ("beta", second)):
-            real_check = cv.engine.worker.check
-
-            async def check(message: CheckResource, _host: str = host, _real=real_check) -> None:
-                checked[_host].append(message.resource_id)
-                await _real(message)
-
-            monkeypatch.setattr(cv.engine.worker, "check", check)
+        ran_on = record_checks(monkeypatch, first, second)
         template = files_template(tmp_path)
         for round_ in range(2):  # create, then delete: both phases stay on beta
             if round_ == 0:
@@ -256,5 +275,5 @@ async def test_work_on_a_local_resource_runs_on_its_host(
                 deleted = await asyncio.wait_for(first.delete_stack("files"), 60)
                 assert deleted.stack_status == "DELETE_COMPLETE", deleted.stack_status_reason
                 assert list(tmp_path.glob("f*.txt")) == []
-            assert local <= set(checked["beta"])
-            assert not local & set(checked["alpha"]), "alpha acted on a file of beta"
+            assert all(ran_on[row_id] for row_id in local)
+            assert all(cv is second for row_id in local for cv in ran_on[row_id]), "not on beta"
