@@ -316,28 +316,17 @@ class Engine:
 
     async def _refresh_live_engines(self) -> None:
         """Who is alive: whose claims stand (any role) and who shares the sweeping (the
-        engines). Engines of this host whose process is gone are forgotten first, so their
-        claims and their share are taken over now rather than when their heartbeat goes
-        stale."""
-        host = liveness.host_name()
-        since = self.ctx.clock.now() - self.ctx.settings.engine_stale_after
-        live: set[str] = {self.engine_id}
-        sweepers: set[str] = {self.engine_id}
-        for service in await self.ctx.store.list_services():
-            if service.engine_id == self.engine_id:
-                continue
-            if liveness.is_dead_here(service, host):
-                log.info(
-                    "engine of this host is gone: taking over its claims",
-                    extra={"engine_id": service.engine_id, "pid": service.pid},
-                )
-                await self.ctx.store.remove_service(service.engine_id)
-            elif service.heartbeat_at > since:
-                live.add(service.engine_id)
-                if "engine" in service.roles:
-                    sweepers.add(service.engine_id)
-        self.ctx.live_engines = live
-        self.sweepers = frozenset(sweepers)
+        engines)."""
+        alive = await liveness.live_services(
+            self.ctx.store,
+            self.engine_id,
+            self.ctx.clock.now(),
+            self.ctx.settings.engine_stale_after,
+        )
+        self.ctx.live_engines = {self.engine_id, *(s.engine_id for s in alive)}
+        self.sweepers = frozenset(
+            {self.engine_id, *(s.engine_id for s in alive if "engine" in s.roles)}
+        )
 
     async def _every(self, interval: float, job: Any) -> None:
         while True:
