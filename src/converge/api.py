@@ -256,11 +256,14 @@ class Converge:
             await sync.stop()
 
     async def _resample_settled(self, sync: Any) -> None:
-        """Sample a stack's types as soon as one of its operations settles."""
+        """Sample a stack's types as soon as one of its operations settles (the types this
+        observer samples: every observer hears of it)."""
         subscription = await self._ctx.bus.subscribe(SETTLED_TOPIC)
         try:
             async for message in subscription:
                 for type_name in message.get("types", []):
+                    if not sync.membership.owns(type_name):
+                        continue
                     try:
                         await sync.sample_once(type_name)
                     except Exception:

@@ -7,15 +7,11 @@ broker know; a third, killed with SIGKILL, runs in a child process.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import os
 import signal
-import socket
 import subprocess
 import sys
-import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +21,10 @@ from converge.api import Converge
 from converge.core import shard
 from converge.core.heal import HealPolicy
 from converge.engine import liveness
-from converge.engine.settings import EngineSettings
 from converge.messages import CheckResource
 from converge.records import StackRecord
-from converge.resources.builtin import world
 from support import hanging
-from support.amqp import delete_namespace
+from support.engines import fast, two_engines
 from support.world import eventually
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rabbitmq]
@@ -53,41 +47,6 @@ CHECKED = "\n".join(
         *(f"  r{i}: {{type: {hanging.TYPE}}}" for i in range(3)),
     ]
 )
-
-
-@contextlib.asynccontextmanager
-async def two_engines(
-    postgres_url: str,
-    rabbitmq_url: str,
-    settings: EngineSettings,
-    second_settings: EngineSettings | None = None,
-) -> AsyncIterator[tuple[Converge, Converge, str]]:
-    namespace = f"converge-test-{uuid.uuid4().hex[:10]}"
-
-    def engine(settings: EngineSettings) -> contextlib.AbstractAsyncContextManager[Converge]:
-        return Converge.open(
-            postgres_url,
-            settings=settings,
-            registry=hanging.registry(),
-            broker_url=rabbitmq_url,
-            broker_namespace=namespace,
-        )
-
-    hosts = {socket.gethostname(), *(s.host for s in (settings, second_settings) if s and s.host)}
-    try:
-        async with engine(settings) as first, engine(second_settings or settings) as second:
-            yield first, second, namespace
-    finally:
-        await delete_namespace(rabbitmq_url, namespace, hosts=tuple(sorted(hosts)))
-
-
-def fast(tmp_path: Path, **changes: Any) -> EngineSettings:
-    settings = EngineSettings(
-        sweep_interval=0.1,
-        heartbeat_interval=0.2,
-        plugin_settings={world.SETTING: str(tmp_path / "world.db")},
-    )
-    return dataclasses.replace(settings, **changes)
 
 
 async def test_long_work_held_by_one_engine_is_not_resent_by_another(

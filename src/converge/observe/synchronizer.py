@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections import defaultdict
 
@@ -19,6 +20,7 @@ from converge.engine.settings import EngineSettings
 from converge.errors import NotFound
 from converge.messages import ChangeNotification
 from converge.observe.hub import NotificationHub, Subscription
+from converge.observe.membership import Membership
 from converge.observe.sampler import Sampler, SamplerStatus
 from converge.ports import Bus, Clock, Store
 from converge.resources.registry import PluginRegistry
@@ -42,6 +44,8 @@ class Synchronizer:
         self._settings = settings or EngineSettings()
         self.entities = store.entities
         self._hub = NotificationHub(bus)
+        # The types are divided among the live observers of the database.
+        self.membership = Membership(store, clock, self._settings)
         self._samplers = {
             name: Sampler(
                 name,
@@ -50,6 +54,7 @@ class Synchronizer:
                 self._publish,
                 clock,
                 self._settings,
+                is_mine=functools.partial(self.membership.owns, name),
             )
             for name in registry.type_names()
         }
@@ -58,19 +63,27 @@ class Synchronizer:
     # --- lifecycle -----------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Run every sampler in the background until ``stop``."""
+        """Join the live observers and run the samplers of this one's share of the types
+        in the background until ``stop``."""
         if self._tasks:
             return
-        self._tasks = [sampler.start() for sampler in self._samplers.values()]
+        await self.membership.join()
+        self._tasks = [
+            asyncio.create_task(self.membership.beat(), name="converge-observer-heartbeat"),
+            *(sampler.start() for sampler in self._samplers.values()),
+        ]
 
     async def stop(self) -> None:
-        """Stop the samplers and their watches; open subscriptions end."""
+        """Stop the samplers and their watches, and leave the observers (the others take
+        this one's share at their next heartbeat); open subscriptions end."""
         tasks, self._tasks = self._tasks, []
         for task in tasks:
             task.cancel()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if tasks:
+            await self.membership.leave()
         await self._hub.close()
 
     async def __aenter__(self) -> Synchronizer:
