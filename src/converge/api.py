@@ -239,7 +239,13 @@ class Converge:
         from converge.observe import Synchronizer
 
         sync = Synchronizer(
-            self._store, self._ctx.bus, self._ctx.registry, self._ctx.clock, self._ctx.settings
+            self._store,
+            self._ctx.bus,
+            self._ctx.registry,
+            self._ctx.clock,
+            self._ctx.settings,
+            # Seen by the other observers by this engine's row: they divide the types.
+            observer_id=self.engine.engine_id if "observer" in self.engine.roles else None,
         )
         await sync.start()
         tasks = [

@@ -24,6 +24,8 @@ from support.world import eventually
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rabbitmq]
 
+OBSERVING = ("engine", "worker", "observer")
+
 TYPE = "OS::Heat::TestResource"
 TEMPLATE = f"""
 heat_template_version: 2021-04-16
@@ -62,7 +64,7 @@ async def test_observers_divide_the_types_and_publish_a_change_once(
     settings = fast(tmp_path, observe_interval=0.1)
     world = TestWorld(tmp_path / "world.db")
     async with (
-        two_engines(postgres_url, rabbitmq_url, settings) as (first, second, _),
+        two_engines(postgres_url, rabbitmq_url, settings, roles=OBSERVING) as (first, second, _),
         first.serving() as one,
         second.serving() as other,
     ):
@@ -100,8 +102,11 @@ async def test_observers_divide_the_types_and_publish_a_change_once(
         assert bystander.status()[TYPE].passes == bystander_passes
         assert owner.status()[TYPE].passes > 0
 
-        # The owner leaves: the other takes the type over at its next heartbeat, and its
-        # first full pass sees what changed meanwhile.
+        # The owner is gone (its row removed, as for a process of this host found dead):
+        # the other takes the type over at its next refresh, and its first full pass sees
+        # what changed meanwhile.
+        assert owner.membership.observer_id is not None
+        await first.engine.ctx.store.remove_service(owner.membership.observer_id)
         await owner.stop()
         async with notifications_of(bystander, TYPE) as seen:
             world.set_property(TYPE, pid, "value", "again")
@@ -116,30 +121,32 @@ async def test_observers_divide_the_types_and_publish_a_change_once(
 async def test_a_dead_observers_share_is_sampled_by_a_survivor(
     postgres_url: str, rabbitmq_url: str, tmp_path: Path
 ) -> None:
-    """Another observer (a service row) owns the type and dies with a change unseen: once
-    its heartbeat is stale, the survivor's first full sample finds the change, and the
-    engine records the drift."""
+    """A third observer (a service row) owns the type and dies with a change unseen: once
+    its heartbeat is stale, the first full sample of the survivor that gains the type finds
+    the change, and the engines record the drift."""
     settings = fast(tmp_path, observe_interval=0.1)
     world = TestWorld(tmp_path / "world.db")
     async with (
-        two_engines(postgres_url, rabbitmq_url, settings) as (first, _second, _),
-        first.serving() as survivor,
+        two_engines(postgres_url, rabbitmq_url, settings, roles=OBSERVING) as (first, second, _),
+        first.serving() as one,
+        second.serving() as other,
     ):
         store = first.engine.ctx.store
-        me = survivor.membership.observer_id
+        survivors = {first.engine.engine_id, second.engine.engine_id}
         ghost = next(
             candidate
             for candidate in (str(uuid.uuid4()) for _ in range(100_000))
-            if shard.owner(TYPE, {me, candidate}) == candidate
+            if shard.owner(TYPE, survivors | {candidate}) == candidate
         )
         now = time.time()
         await store.register_service(ServiceRecord(ghost, "elsewhere", 1, ("observer",), now, now))
-        await survivor.membership.refresh()
-        assert not survivor.membership.owns(TYPE)
+        for sync in (one, other):
+            await sync.membership.refresh()
+            assert not sync.membership.owns(TYPE)
 
         await first.create_stack("s", TEMPLATE)
         pid = await physical_id(first, "s")
-        async with notifications_of(survivor, TYPE) as seen:
+        async with notifications_of(one, TYPE) as seen:
             world.set_property(TYPE, pid, "value", "tampered")
             await asyncio.sleep(0.5)
             assert not [n for n in seen if n.physical_id == pid]  # its owner is the ghost
@@ -150,7 +157,7 @@ async def test_a_dead_observers_share_is_sampled_by_a_survivor(
                 return any(n.physical_id == pid for n in seen)
 
             await eventually(noticed)
-        assert survivor.membership.owns(TYPE)
+        assert [sync.membership.owns(TYPE) for sync in (one, other)].count(True) == 1
 
         async def drift_recorded() -> bool:
             (drift,) = await first.drift("s")

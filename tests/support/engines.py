@@ -23,6 +23,7 @@ async def two_engines(
     rabbitmq_url: str,
     settings: EngineSettings,
     second_settings: EngineSettings | None = None,
+    roles: tuple[str, ...] = ("engine", "worker"),
 ) -> AsyncIterator[tuple[Converge, Converge, str]]:
     namespace = f"converge-test-{uuid.uuid4().hex[:10]}"
 
@@ -33,6 +34,7 @@ async def two_engines(
             registry=hanging.registry(),
             broker_url=rabbitmq_url,
             broker_namespace=namespace,
+            roles=roles,
         )
 
     hosts = {socket.gethostname(), *(s.host for s in (settings, second_settings) if s and s.host)}

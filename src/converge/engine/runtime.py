@@ -85,8 +85,10 @@ class Engine:
         # completed): each one is a trigger the edge-triggered path lost. Zero in a healthy
         # run; tests assert it, operators can watch it.
         self.sweeper_rescues = 0
-        # The live engines that share the sweeping (this one included), by heartbeat.
-        self.sweepers: frozenset[str] = frozenset({self.ctx.engine_id})
+        # The live engines that share the sweeping (this one, if an engine), by heartbeat.
+        self.sweepers: frozenset[str] = frozenset(
+            {self.ctx.engine_id} if "engine" in self.roles else ()
+        )
         self._started = False
 
     @property
@@ -237,6 +239,8 @@ class Engine:
         sinks have all reported is likewise completed on the second sweep that finds it
         open, leaving its last worker the time to complete it.
         """
+        if self.engine_id not in self.sweepers:
+            return  # a process without the engine role has no share
         pending_now: set[tuple[str, GraphNode]] = set()
         stacks = await self.ctx.store.list_stacks(None)
         for stack in stacks:
@@ -324,9 +328,8 @@ class Engine:
             self.ctx.settings.engine_stale_after,
         )
         self.ctx.live_engines = {self.engine_id, *(s.engine_id for s in alive)}
-        self.sweepers = frozenset(
-            {self.engine_id, *(s.engine_id for s in alive if "engine" in s.roles)}
-        )
+        mine = {self.engine_id} if "engine" in self.roles else set()
+        self.sweepers = frozenset({*mine, *(s.engine_id for s in alive if "engine" in s.roles)})
 
     async def _every(self, interval: float, job: Any) -> None:
         while True:

@@ -38,14 +38,19 @@ class Synchronizer:
         registry: PluginRegistry,
         clock: Clock,
         settings: EngineSettings | None = None,
+        *,
+        observer_id: str | None = None,
     ) -> None:
+        """``observer_id``: the service row (with the ``observer`` role) that other
+        observers see this one by; with it the types are divided among the live observers,
+        without it this synchronizer samples them all."""
         self._bus = bus
         self._clock = clock
         self._settings = settings or EngineSettings()
         self.entities = store.entities
         self._hub = NotificationHub(bus)
         # The types are divided among the live observers of the database.
-        self.membership = Membership(store, clock, self._settings)
+        self.membership = Membership(store, clock, self._settings, observer_id)
         self._samplers = {
             name: Sampler(
                 name,
@@ -67,23 +72,20 @@ class Synchronizer:
         in the background until ``stop``."""
         if self._tasks:
             return
-        await self.membership.join()
+        await self.membership.refresh()
         self._tasks = [
-            asyncio.create_task(self.membership.beat(), name="converge-observer-heartbeat"),
+            asyncio.create_task(self.membership.follow(), name="converge-observers"),
             *(sampler.start() for sampler in self._samplers.values()),
         ]
 
     async def stop(self) -> None:
-        """Stop the samplers and their watches, and leave the observers (the others take
-        this one's share at their next heartbeat); open subscriptions end."""
+        """Stop the samplers and their watches; open subscriptions end."""
         tasks, self._tasks = self._tasks, []
         for task in tasks:
             task.cancel()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        if tasks:
-            await self.membership.leave()
         await self._hub.close()
 
     async def __aenter__(self) -> Synchronizer:
