@@ -330,6 +330,27 @@ async def test_services_and_liveness(store: SqlStore) -> None:
     assert await store.live_engines(0.0) == {"e1"}
 
 
+async def test_a_lease_is_held_by_one_live_engine_at_a_time(store: SqlStore) -> None:
+    await store.register_service(ServiceRecord("e1", "h", 1, ("engine",), 100.0, 100.0))
+    await store.register_service(ServiceRecord("e2", "h", 2, ("engine",), 100.0, 100.0))
+
+    async def take(holder: str, now: float, ttl: float | None = 10.0) -> bool:
+        return await store.take_lease("heal:s", holder, now=now, ttl=ttl, live_after=50.0)
+
+    assert await take("e1", 100.0)
+    assert not await take("e2", 101.0)  # held by a live engine
+    assert await take("e1", 105.0)  # renewed by its holder, until 115
+    assert not await take("e2", 114.0)
+    assert await take("e2", 115.0)  # expired
+    await store.release_lease("heal:s", "e1")  # no longer e1's: stays e2's
+    assert not await take("e1", 116.0)
+    await store.release_lease("heal:s", "e2")
+    assert await take("e1", 117.0, ttl=None)  # no expiry: held while e1 lives
+    assert not await take("e2", 10_000.0)
+    await store.remove_service("e1")  # e1 is gone (or its heartbeat stale): free
+    assert await take("e2", 10_001.0)
+
+
 async def test_purge_keeps_needed_templates(store: SqlStore) -> None:
     stack_id = await new_stack(store)
     t1 = await store.add_template(stack_id, {"a": 1}, {}, {}, {})

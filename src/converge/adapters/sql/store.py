@@ -33,7 +33,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from converge.adapters import json_codec
-from converge.adapters.sql import state_file
+from converge.adapters.sql import leases, state_file
 from converge.adapters.sql import tables as t
 from converge.adapters.sql.entities import EntityStore
 from converge.adapters.sql.migrations import SCHEMA_HEAD, SCHEMA_REVISIONS
@@ -1408,6 +1408,19 @@ class SqlStore:
                 ).scalars()
             )
 
+    # --- leases (converge.adapters.sql.leases) ----------------------------------------
+
+    async def take_lease(
+        self, name: str, holder: str, *, now: float, ttl: float | None, live_after: float
+    ) -> bool:
+        return await self._run(
+            self._in_tx,
+            lambda conn: leases.take(conn, name, holder, now=now, ttl=ttl, live_after=live_after),
+        )
+
+    async def release_lease(self, name: str, holder: str) -> None:
+        await self._run(self._in_tx, lambda conn: leases.give_back(conn, name, holder))
+
 
 # --- helpers -------------------------------------------------------------------------
 
@@ -1588,6 +1601,7 @@ def _new_resource_row(stack_id: str, new: NewResource, now: float) -> dict[str, 
         "plugin_data": {},
         "attr_data": {},
         "deletion_policy": new.deletion_policy,
+        "host": new.host,
         "hook_pending": None,
         "cleared_hooks": [],
         "drift_status": "NOT_CHECKED",
@@ -1672,5 +1686,6 @@ def _resource_record(row: Any) -> ResourceRecord:
             heal_last_at=row.heal_last_at,
             heal_next_at=row.heal_next_at,
             drift_checked_at=row.drift_checked_at,
+            host=row.host,
         ),
     )
