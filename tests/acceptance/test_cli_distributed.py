@@ -83,7 +83,7 @@ def test_serving_processes_do_the_work_of_apply_update_and_destroy(
     shown = deployment.converge("show", "stack", "-f", "value", "-c", "stack_status")
     assert shown.stdout.strip() == "UPDATE_COMPLETE", shown.stderr
     (root / "out.txt").write_text("changed by hand")
-    checked = deployment.converge("check", "stack", "-f", "json")  # observed from here
+    checked = deployment.converge("check", "stack", "-f", "json")  # by the workers
     assert checked.returncode == 0, checked.stderr
     drift = {r["resource_name"]: r["drift_status"] for r in json.loads(checked.stdout)["resources"]}
     assert drift == {"marker": "IN_SYNC", "slow": "IN_SYNC", "copy": "IN_SYNC", "file": "MODIFIED"}

@@ -156,12 +156,13 @@ from converge.engine.settings import EngineSettings
 from converge.resources.builtin import world
 from support import hanging
 
-async def main(database, broker, namespace, world_path):
+async def main(database, broker, namespace, world_path, template):
     settings = EngineSettings(plugin_settings={world.SETTING: world_path})
     async with Converge.open(
         database, settings=settings, registry=hanging.registry(),
-        broker_url=broker, broker_namespace=namespace,
+        broker_url=broker, broker_namespace=namespace, roles=("worker",),
     ) as cv:
+        await cv.create_stack("checked", template)
         await cv.check_stack("checked", wait=False)
         print("checking", flush=True)
         await asyncio.Event().wait()
@@ -171,14 +172,22 @@ asyncio.run(main(*sys.argv[1:]))
 
 
 @pytest.mark.skipif(not liveness.can_tell(), reason="needs Linux /proc")
-async def test_a_check_of_a_killed_engine_is_finished_by_a_survivor(
+async def test_a_check_survives_its_killed_worker_without_starting_again(
     postgres_url: str, rabbitmq_url: str, tmp_path: Path
 ) -> None:
-    settings = fast(tmp_path)
-    async with two_engines(postgres_url, rabbitmq_url, settings) as (first, second, namespace):
-        await first.create_stack("checked", CHECKED)
+    """The only worker, in a child process, checks the plain resources and hangs
+    observing the others when it is SIGKILLed. CHECK is a traversal: the nodes it never
+    finished go to a worker started afterwards, the ones it finished are not observed
+    again, and the stack ends CHECK_COMPLETE without a second "Stack CHECK started"."""
+    template = "\n".join([CHECKED, *(f"  plain{i}: {{type: OS::Heat::None}}" for i in range(3))])
+    settings = fast(tmp_path, sweep_interval=1.0)
+    async with two_engines(postgres_url, rabbitmq_url, settings, roles=("engine",)) as (
+        first,
+        second,
+        namespace,
+    ):
         env = {**os.environ, "HANG_OBSERVE": "1", "PYTHONPATH": str(Path(__file__).parents[1])}
-        args = [postgres_url, rabbitmq_url, namespace, str(tmp_path / "world.db")]
+        args = [postgres_url, rabbitmq_url, namespace, str(tmp_path / "world.db"), template]
         child = subprocess.Popen(
             [sys.executable, "-c", _KILLED, *args], env=env, stdout=subprocess.PIPE, text=True
         )
@@ -186,24 +195,41 @@ async def test_a_check_of_a_killed_engine_is_finished_by_a_survivor(
             assert child.stdout is not None
             line = await asyncio.wait_for(asyncio.to_thread(child.stdout.readline), 60)
             assert line.strip() == "checking"
-            # The child's observations hang: its check is in progress when it is killed.
+
+            async def plain_checked() -> bool:
+                rows = await first.list_resources("checked")
+                states = {r.resource_name: r.resource_status for r in rows}
+                return all(states[f"plain{i}"] == "CHECK_COMPLETE" for i in range(3))
+
+            await eventually(plain_checked, timeout=30)
+            # The child's observations of the others hang: its check is half done.
             assert (await first.get_stack("checked")).stack_status == "CHECK_IN_PROGRESS"
             child.send_signal(signal.SIGKILL)
             child.wait(timeout=30)
         finally:
             child.kill()
             child.communicate()
+        async with Converge.open(
+            postgres_url,
+            settings=settings,
+            registry=hanging.registry(),
+            broker_url=rabbitmq_url,
+            broker_namespace=namespace,
+            roles=("worker",),
+        ):
 
-        async def checked() -> bool:
-            return (await second.get_stack("checked")).stack_status == "CHECK_COMPLETE"
+            async def checked() -> bool:
+                return (await second.get_stack("checked")).stack_status == "CHECK_COMPLETE"
 
-        await eventually(checked, timeout=20)
-        rescues = first.engine.sweeper_rescues + second.engine.sweeper_rescues
-        assert rescues == 1  # one survivor took the check over, the other left it alone
+            await eventually(checked, timeout=30)
         events = await second.list_events("checked")
         stack_reasons = [e.resource_status_reason for e in events if e.resource_name == "checked"]
-        assert stack_reasons.count("Stack CHECK started") == 2
-        assert stack_reasons[-1].startswith("Stack CHECK completed successfully (3 in sync")
+        assert stack_reasons.count("Stack CHECK started") == 1
+        assert stack_reasons[-1] == "Stack CHECK completed successfully (6 in sync)"
+        observed = [e.resource_name for e in events if e.resource_status == "CHECK_COMPLETE"]
+        # Finished by the killed worker: never observed again.
+        assert [observed.count(f"plain{i}") for i in range(3)] == [1, 1, 1]
+        assert all(observed.count(f"r{i}") >= 1 for i in range(3))
         resources = await second.list_resources("checked")
         assert {r.resource_status for r in resources} == {"CHECK_COMPLETE"}
 

@@ -6,6 +6,7 @@ one, and asserts on reality: which physical things exist, with which values.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -187,3 +188,32 @@ async def _state_of(cv: Converge, stack: str, name: str, state: str) -> bool:
         r.resource_name == name and r.resource_status == state
         for r in await cv.list_resources(stack)
     )
+
+
+async def test_an_update_supersedes_a_running_check(cv: Converge, reality: Reality) -> None:
+    """CHECK is a traversal like the others: an update started while its observations hang
+    takes the stack over, and the check's late results change neither the stack nor the
+    rows the update converged."""
+    await cv.create_stack("s", PAIR)
+    reality.observing = asyncio.Event()  # every observation waits until it is set
+    checking = await cv.check_stack("s", wait=False)
+    assert checking.stack_status == "CHECK_IN_PROGRESS"
+    stack = await cv.update_stack("s", PAIR, parameters={"v": "two"})
+    assert stack.stack_status == "UPDATE_COMPLETE", stack.stack_status_reason
+    reality.observing.set()  # the superseded check's observations end now
+    await cv.engine.idle()
+    assert (await cv.get_stack("s")).stack_status == "UPDATE_COMPLETE"
+    rows = await cv.list_resources("s")
+    assert {r.resource_name: r.resource_status for r in rows} == {
+        "a": "UPDATE_COMPLETE",
+        "b": "UPDATE_COMPLETE",
+    }
+    (a_id,) = reality.by_name("a")
+    assert reality.things[a_id]["value"] == "two"
+    reasons = [e.resource_status_reason for e in await cv.list_events("s", resource_name="s")]
+    assert "Stack CHECK started" in reasons
+    assert not [r for r in reasons if r.startswith(("Stack CHECK completed", "Resource CHECK"))]
+    # The next check runs to its end.
+    checked = await cv.check_stack("s")
+    assert checked.stack_status == "CHECK_COMPLETE", checked.stack_status_reason
+    assert checked.stack_status_reason == "Stack CHECK completed successfully (2 in sync)"

@@ -1,5 +1,5 @@
 """A resource type whose observation hangs in a process started with ``HANG_OBSERVE=1``:
-an engine killed in the middle of a CHECK (tests/acceptance/test_distributed_takeover.py)."""
+a worker killed in the middle of a CHECK (tests/acceptance/test_distributed_safeguards.py)."""
 
 from __future__ import annotations
 

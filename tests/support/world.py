@@ -26,6 +26,7 @@ class Reality:
         self.things: dict[str, dict[str, Any]] = {}
         self.log: list[tuple[str, str, str]] = []  # (action, resource name, physical id)
         self.gates: dict[str, asyncio.Event] = {}
+        self.observing: asyncio.Event | None = None  # when set, observations wait for it
         self._ids = itertools.count(1)
 
     def new_id(self, name: str) -> str:
@@ -100,6 +101,8 @@ class WorldThing(ResourcePlugin):
     async def observe(
         self, ctx: ResourceContext, current: AppliedState
     ) -> Mapping[str, Any] | None:
+        if self.reality.observing is not None:
+            await self.reality.observing.wait()
         thing = self.reality.things.get(current.physical_id or "")
         return None if thing is None else {k: v for k, v in thing.items() if k != "__name__"}
 

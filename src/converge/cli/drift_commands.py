@@ -21,7 +21,7 @@ from converge.cli import output
 from converge.cli.boundary import EXIT_FAILED, EXIT_OK, Session, run_command
 from converge.cli.remote import RemoteConverge, remote_settings
 from converge.cli.stack_commands import common_options, embedded_settings
-from converge.cli.target import is_database_url, open_state
+from converge.cli.target import is_database_url, open_state, require_worker
 from converge.core.drift import short_digest
 from converge.errors import InvalidRequest, NotFound
 from converge.resources.builtin.world import SETTING, TestWorld, world_path_for
@@ -70,7 +70,6 @@ async def _open(state: str) -> contextlib.AbstractAsyncContextManager[Converge]:
         raise NotFound(
             f"no state file at {state}: no stacks yet (--state or CONVERGE_STATE chooses the file)"
         )
-    # A CHECK observes every resource from this process, with a broker too.
     return open_state(state, embedded_settings(state))
 
 
@@ -94,6 +93,7 @@ def check(
 
     async def body(session: Session) -> int:
         async with await _open(state) as cv:
+            await require_worker(cv)  # a CHECK is a traversal: the workers observe
             stack = await cv.check_stack(name)
             drift = output.dicts(await cv.drift(stack.id, diffs=True))
         if output.is_document(output_format) and not columns:

@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from converge.core.check import CheckReport, check_graph, verdict
 from converge.core.states import Action, Status
 from converge.core.template import StackDefinition
 from converge.core.template.environment import without_parameter_values
@@ -40,6 +41,7 @@ STACK_TYPE = "OS::Heat::Stack"
 SETTLED_TOPIC = "stack.settled"
 _MAX_START_ATTEMPTS = 50
 _COMPLETED_KEPT = 1000
+_CHECK_STARTED = "Stack CHECK started"
 
 
 class _RowsChanged(Exception):
@@ -98,9 +100,12 @@ class StackOperations:
         for _attempt in range(_MAX_START_ATTEMPTS):
             stack = await self.ctx.store.get_stack(stack_id)
             # The graph of a traversal this one supersedes: did its update phase finish?
+            # (A CHECK's graph converges nothing: the stack stays at its template.)
             running = (
                 await self.ctx.graph(stack_id, stack.current_traversal)
-                if stack.status == Status.IN_PROGRESS and stack.current_traversal
+                if stack.status == Status.IN_PROGRESS
+                and stack.current_traversal
+                and stack.action != Action.CHECK
                 else None
             )
             rows = await self.ctx.store.list_resources(stack_id)
@@ -181,15 +186,67 @@ class StackOperations:
             )
             if deadline is not None:
                 self._watch_deadline(stack_id, traversal_id, deadline)
-            leaves = graph.leaves()
-            if not leaves:
-                await self.complete_traversal(stack_id, traversal_id)
-            for node in leaves:
-                await self.ctx.send_check(stack_id, traversal_id, node)
+            await self._send_leaves(stack_id, traversal_id, graph)
             return started
         raise Conflict(
             f"stack {stack_id}: could not start the {action} (too many concurrent changes)"
         )
+
+    async def check(self, stack_id: str) -> StackRecord:
+        """Start a CHECK traversal: observe every current resource (``engine.check``);
+        supersedes a CHECK in progress, ``Conflict`` while another operation runs."""
+        for _attempt in range(_MAX_START_ATTEMPTS):
+            stack = await self.ctx.store.get_stack(stack_id)
+            if stack.deleted or stack.action == Action.DELETE:
+                raise Conflict(f"stack {stack.name} is {stack.state}: it cannot be checked")
+            if stack.status == Status.IN_PROGRESS and stack.action != Action.CHECK:
+                raise Conflict(
+                    f"stack {stack.name} is {stack.state}: check it when the operation has finished"
+                )
+            traversal_id = uuid.uuid4().hex
+            built: list[TraversalGraph] = []
+
+            def build(
+                all_rows: list[ResourceRecord],
+                _traversal: str = traversal_id,
+                _built: list[TraversalGraph] = built,
+            ) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+                rows = current_rows(all_rows, None).values()
+                graph = check_graph(row.id for row in rows)
+                graph.pin_hosts({row.id: row.host for row in rows if row.host is not None})
+                _built.append(graph)
+                changes = {
+                    "action": Action.CHECK,
+                    "status": Status.IN_PROGRESS,
+                    "status_reason": _CHECK_STARTED,
+                    "current_traversal": _traversal,
+                    "deadline": None,
+                }
+                return changes, graph.encode()
+
+            started = await self.ctx.store.start_traversal(
+                stack_id,
+                stack.atomic_key,
+                [],
+                build,
+                events=[stack_event(stack, Action.CHECK, Status.IN_PROGRESS, _CHECK_STARTED)],
+            )
+            if started is None:
+                continue  # another operation changed the stack first: read it again
+            graph = built[-1]
+            self.ctx.graphs.put((stack_id, traversal_id), graph)
+            self._settled.setdefault(stack_id, asyncio.Event()).clear()
+            log.info("check started", extra={"stack": started.name, "nodes": len(graph)})
+            await self._send_leaves(stack_id, traversal_id, graph)
+            return started
+        raise Conflict(f"stack {stack_id}: could not start the CHECK (too many concurrent changes)")
+
+    async def _send_leaves(self, stack_id: str, traversal_id: str, graph: TraversalGraph) -> None:
+        leaves = graph.leaves()
+        if not leaves:
+            await self.complete_traversal(stack_id, traversal_id)
+        for node in leaves:
+            await self.ctx.send_check(stack_id, traversal_id, node)
 
     async def delete(self, stack: StackRecord) -> None:
         """Start deleting the stack (nothing to do when a delete already runs)."""
@@ -277,25 +334,25 @@ class StackOperations:
         if stack.current_traversal != traversal_id or stack.status != Status.IN_PROGRESS:
             return
         graph = await self.ctx.graph(stack_id, traversal_id)
-        outputs: dict[str, Any] = {}
+        changes: dict[str, Any] = {"deadline": None, "current_deps": None}
         status, reason = Status.COMPLETE, f"Stack {stack.action} completed successfully"
-        if stack.action != Action.DELETE and stack.raw_template_id is not None:
+        if stack.action == Action.CHECK:
+            # The verdict is in what every node reported to the stack; outputs stay.
+            _, _, found = await self.ctx.store.load_for_check(stack_id, STACK_NODE, traversal_id)
+            status, reason = verdict(CheckReport.from_payload(report.data) for report in found)
+        elif stack.action != Action.DELETE and stack.raw_template_id is not None:
             definition = await self.ctx.definitions.get(stack.raw_template_id)
             rows = current_rows(await self.ctx.store.list_resources(stack_id), graph)
-            outputs = resolve_outputs(definition, rows, self.ctx.reference_id)
+            changes["outputs"] = resolve_outputs(definition, rows, self.ctx.reference_id)
             # A heal leaves a resource it gave up on FAILED: the stack keeps saying so.
             given_up = [row for row in rows.values() if row.status == Status.FAILED]
             if stack.converge_names is not None and given_up:
                 status, reason = Status.FAILED, given_up_reason(given_up)
+        else:
+            changes["outputs"] = {}
         done = await self.ctx.store.update_stack(
             stack_id,
-            {
-                "status": status,
-                "status_reason": reason,
-                "outputs": outputs,
-                "deadline": None,
-                "current_deps": None,
-            },
+            {"status": status, "status_reason": reason, **changes},
             expected_traversal=traversal_id,
             # the sweeper and the last worker may both get here: only one completes
             expected_key=stack.atomic_key,
@@ -313,7 +370,8 @@ class StackOperations:
             await self.ctx.store.mark_stack_deleted(stack_id)
         log.info("traversal complete", extra={"stack": done.name, "state": done.state})
         self._signal(stack_id)
-        await self._announce_settled(stack_id)
+        if done.action != Action.CHECK:  # a check made nothing new to watch
+            await self._announce_settled(stack_id)
 
     async def fail_traversal(self, stack_id: str, traversal_id: str, reason: str) -> None:
         """Mark the stack FAILED (if the traversal is still current) and roll back if enabled."""
@@ -357,10 +415,6 @@ class StackOperations:
         await self.ctx.bus.publish(SETTLED_TOPIC, {"stack_id": stack_id, "types": sorted(types)})
 
     # --- waiting -----------------------------------------------------------------------
-
-    def signal_settled(self, stack_id: str) -> None:
-        """Wake whoever waits for the stack (an operation settled outside a traversal)."""
-        self._signal(stack_id)
 
     def _signal(self, stack_id: str) -> None:
         self._settled.setdefault(stack_id, asyncio.Event()).set()
@@ -425,15 +479,17 @@ def _previous_template(
 ) -> int | None:
     """The template a new operation builds on: what reality was last converged to.
 
-    That is the stack's template when its operation completed, or when the traversal
-    being superseded has finished its update phase (only cleanup is left); otherwise the
-    template that traversal itself built on.
+    That is the stack's template when its operation completed or a CHECK runs, or when
+    the traversal being superseded has finished its update phase (only cleanup is left);
+    otherwise the template that traversal itself built on.
     """
     current = stack.raw_template_id
     if current is None or current == template_id:
         return stack.prev_raw_template_id
     if stack.status == Status.COMPLETE:
         return current
+    if stack.status == Status.IN_PROGRESS and stack.action == Action.CHECK:
+        return current  # a check converges nothing: as when it has completed
     if (
         stack.status == Status.IN_PROGRESS
         and running is not None

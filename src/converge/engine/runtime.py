@@ -14,17 +14,16 @@ from collections.abc import Collection
 from typing import Any
 
 from converge.core import shard
-from converge.core.states import Action, Status
+from converge.core.states import Status
 from converge.core.traversal import STACK_NODE, GraphNode
 from converge.engine import liveness
-from converge.engine.check import StackChecker
 from converge.engine.clock import SystemClock
 from converge.engine.context import EngineContext
 from converge.engine.drift import DriftHandler
 from converge.engine.operations import StackOperations
 from converge.engine.settings import EngineSettings
 from converge.engine.worker import Worker
-from converge.errors import ConvergeError, NotFound, StateError
+from converge.errors import ConvergeError, StateError
 from converge.messages import CheckResource, MessageError
 from converge.ports import Bus, Clock, Store
 from converge.records import ServiceRecord, StackRecord
@@ -75,7 +74,6 @@ class Engine:
         )
         self.operations = StackOperations(self.ctx)
         self.worker = Worker(self.ctx, self.operations)
-        self.checker = StackChecker(self.ctx, self.operations, self.worker)
         self.drift = DriftHandler(self.ctx, self.operations, self.worker)
         self._semaphore = asyncio.Semaphore(self.ctx.settings.max_concurrent_checks)
         self._checks: set[asyncio.Task[None]] = set()
@@ -188,17 +186,8 @@ class Engine:
             self.ctx.inflight.discard((message.traversal_id, node))
 
     async def start_check(self, stack_id: str) -> StackRecord:
-        """Start a CHECK of the stack; it runs as a task of this engine."""
-        started = await self.checker.start(stack_id)
-        self._start_check_task(started)
-        return started
-
-    def _start_check_task(self, started: StackRecord) -> None:
-        task = asyncio.get_running_loop().create_task(
-            self.checker.run(started), name=f"converge-check-{started.id}"
-        )
-        self._checks.add(task)
-        task.add_done_callback(self._checks.discard)
+        """Start a CHECK of the stack: a traversal the workers run like any other."""
+        return await self.operations.check(stack_id)
 
     def handle_drift(self) -> asyncio.Task[None]:
         """Also run drift handling's passes (``converge serve``): heals gathered from the
@@ -227,8 +216,7 @@ class Engine:
     # --- level-triggered safety net ----------------------------------------------------
 
     async def sweep(self) -> None:
-        """Re-send ready nodes that no worker holds; time out overdue operations; take
-        over checks whose engine died.
+        """Re-send ready nodes that no worker holds; time out overdue operations.
 
         Each live engine sweeps only the stacks that hash to it (``core.shard`` over the
         live engines), so N engines do not re-send the same work N times; when one dies,
@@ -247,9 +235,6 @@ class Engine:
             if stack.status != Status.IN_PROGRESS or not stack.current_traversal:
                 continue
             if shard.owner(stack.id, self.sweepers) != self.engine_id:
-                continue
-            if stack.action == Action.CHECK:
-                await self._sweep_check(stack, pending_now)
                 continue
             traversal = stack.current_traversal
             if stack.deadline is not None and self.ctx.clock.now() >= stack.deadline:
@@ -280,35 +265,12 @@ class Engine:
                     await self.ctx.send_check(stack.id, traversal, node)
         self._last_pending = pending_now
 
-    async def _is_checking(self, stack_id: str) -> bool:
-        try:
-            stack = await self.ctx.store.get_stack(stack_id)
-        except NotFound:
-            return False
-        return stack.action == Action.CHECK and stack.status == Status.IN_PROGRESS
-
     async def _claimed_elsewhere(self, node: GraphNode) -> bool:
         """Whether another live engine holds the node's row: it is acting on it."""
         row = await self.ctx.store.get_resource(node.resource_id)
         if row is None or row.engine_id is None or row.engine_id == self.engine_id:
             return False
         return row.engine_id in self.ctx.live_engines
-
-    async def _sweep_check(
-        self, stack: StackRecord, pending_now: set[tuple[str, GraphNode]]
-    ) -> None:
-        """A CHECK found in progress by two sweeps in a row is taken over when no live
-        engine holds it (its engine died or stopped): it runs again here."""
-        key = (stack.current_traversal, STACK_NODE)
-        pending_now.add(key)
-        if key not in self._last_pending or self.checker.is_running(stack.id):
-            return
-        if stack.owner_id is not None and await self._is_checking(stack.owner_id):
-            return  # checked as part of its owner's check, taken over with it
-        resumed = await self.checker.take_over(stack.id)
-        if resumed is not None:
-            self._rescued(stack, STACK_NODE)
-            self._start_check_task(resumed)
 
     def _rescued(self, stack: StackRecord, node: GraphNode) -> None:
         self.sweeper_rescues += 1

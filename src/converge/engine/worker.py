@@ -29,7 +29,9 @@ from converge.core.drift import Drift, DriftStatus, compare
 from converge.core.states import Action, Status, check_resource_transition
 from converge.core.template import ALL_ATTRIBUTES, ResourceDefinition
 from converge.core.traversal import STACK_NODE, GraphNode, TraversalGraph
+from converge.engine.check import ResourceChecker
 from converge.engine.context import EngineContext, applied_state
+from converge.engine.failure import ActionFailed
 from converge.engine.inputs import ReportedData
 from converge.engine.nested import NestedStackService
 from converge.engine.operations import StackOperations
@@ -60,19 +62,12 @@ class Observation:
     for_decision: Any
 
 
-class ActionFailed(Exception):
-    """A plugin action failed; ``reason`` is Heat's ``Type: resources.name: message`` form."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
 class Worker:
     def __init__(self, ctx: EngineContext, operations: StackOperations) -> None:
         self.ctx = ctx
         self.operations = operations
         self.nested = NestedStackService(ctx, operations)
+        self.checks = ResourceChecker(ctx, operations, self._drift_of)
         # Resource rows this process is acting on now, with the traversal acting on each.
         self._active: dict[int, _Acting] = {}
 
@@ -103,6 +98,10 @@ class Worker:
                 return
             # Cleanup already done by an earlier delivery: announce it again.
             await self._finish(stack, graph, node, None, None)
+            return
+        if stack.action == Action.CHECK:
+            found = await self.checks.check(stack, row)
+            await self._finish(stack, graph, node, None, None, to_stack=found.to_payload())
             return
         if node.is_update:
             await self._update_phase(stack, graph, node, row, reports)
@@ -304,6 +303,9 @@ class Worker:
             if plugin.open_properties or key in plugin.properties_schema
         }
         return Observation(essence, drift, observed)
+
+    async def _drift_of(self, stack: StackRecord, row: ResourceRecord) -> Drift:
+        return (await self.observe_drift(stack, row)).drift
 
     def _observes(self, stack: StackRecord, row: ResourceRecord, desired_type: str) -> bool:
         """Does this traversal compare this resource with its observed reality?"""
@@ -733,13 +735,21 @@ class Worker:
         delete: bool = False,
         events: list[NewEvent] | None = None,
         report: bool = True,
+        to_stack: Mapping[str, Any] | None = None,
     ) -> bool:
-        """Store the node's result and report it; False when the row changed under us."""
+        """Store the node's result and report it; False when the row changed under us.
+        ``to_stack``: what the node tells the stack's sync point (a CHECK's findings)."""
         traversal = stack.current_traversal
         successors = graph.successors_of(node) if report else []
         payload = self._report_payload(row) if node.is_update and row is not None else {}
         reports = {
-            successor: (payload if successor.is_update and successor != STACK_NODE else {})
+            successor: (
+                dict(to_stack or {})
+                if successor == STACK_NODE
+                else payload
+                if successor.is_update
+                else {}
+            )
             for successor in successors
         }
         expected = {successor: len(graph.predecessors_of(successor)) for successor in successors}

@@ -158,7 +158,7 @@ service = Table(
     Column("process_start", String(80), nullable=True),
 )
 
-# 0008: a named lease (``heal:<stack>``, ``check:<stack>``) that one process holds at a
+# 0008: a named lease (``heal:<stack>``) that one process holds at a
 # time across every process of the database: taken by compare-and-swap, free again when
 # released, when it expires, or when its holder's heartbeat went stale.
 lease = Table(
