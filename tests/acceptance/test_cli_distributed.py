@@ -113,6 +113,10 @@ def test_apply_says_so_when_no_worker_is_alive(deployment: Deployment) -> None:
     assert "guest@" in refused.stderr and "guest:guest" not in refused.stderr  # no password
     listed = deployment.converge("list", "-f", "json")
     assert json.loads(listed.stdout) == []  # nothing was started
+    # A CHECK is a traversal too: the workers observe.
+    unchecked = deployment.converge("check", "stack")
+    assert unchecked.returncode == 7, unchecked.stderr
+    assert "no converge worker is alive" in unchecked.stderr
     engine.stop()
 
 
