@@ -45,20 +45,20 @@ class ResourceChecker:
             # Heat: "Can not check <name>, resource not created yet." fails the check. The
             # row keeps its state: an update must still create it.
             reason = f"Can not check {row.name}, resource not created yet"
-            await self.record(stack, row, None, reason, failed=True)
+            await self._record(stack, row, None, reason, failed=True)
             return CheckReport(row.name, DriftStatus.NOT_CHECKED, f"{row.name}: {reason}")
         if row.type not in self.ctx.registry:
             reason = f"unknown resource type {row.type!r}"
-            await self.record(stack, row, None, reason, failed=True)
+            await self._record(stack, row, None, reason, failed=True)
             await self._mark(stack, row, Status.FAILED, reason)
             return CheckReport(row.name, DriftStatus.NOT_CHECKED, f"{row.name}: {reason}")
         try:
             drift = await self.observe(stack, row)
         except ActionFailed as failed:
-            await self.record(stack, row, None, failed.reason, failed=True)
+            await self._record(stack, row, None, failed.reason, failed=True)
             await self._mark(stack, row, Status.FAILED, failed.reason)
             return CheckReport(row.name, DriftStatus.NOT_CHECKED, failed.reason)
-        await self.record(stack, row, drift, drift.describe())
+        await self._record(stack, row, drift, drift.describe())
         await self._mark(stack, row, Status.COMPLETE, f"Drift: {drift.describe()}")
         return CheckReport(row.name, drift.status, nested=await self._check_nested(stack, row))
 
@@ -104,7 +104,7 @@ class ResourceChecker:
             {"action": Action.CHECK, "status": status, "status_reason": reason},
         )
 
-    async def record(
+    async def _record(
         self,
         stack: StackRecord,
         row: ResourceRecord,
