@@ -95,6 +95,9 @@ class Dummy(WorldBacked):
         await self._record(ctx, current.physical_id, properties)
         return Outcome(current.physical_id, current.data)
 
+    def _made_id(self, ctx: ResourceContext) -> None:
+        return None  # a random name, as the prototype's: not found again from the row
+
     async def delete(self, ctx: ResourceContext, current: AppliedState) -> None:
         await _delay(ctx, current.properties)
         await self._forget(ctx, current.physical_id)

@@ -43,9 +43,12 @@ class NoneResource(WorldBacked):
         )
 
     async def create(self, ctx: ResourceContext, properties: Mapping[str, Any]) -> Outcome:
-        physical_id = str(uuid.uuid5(_NAMESPACE, ctx.physical_name))
+        physical_id = self._made_id(ctx)
         await self._record(ctx, physical_id, properties)
         return Outcome(physical_id)
+
+    def _made_id(self, ctx: ResourceContext) -> str:
+        return str(uuid.uuid5(_NAMESPACE, ctx.physical_name))
 
     async def update(
         self, ctx: ResourceContext, current: AppliedState, properties: Mapping[str, Any]
