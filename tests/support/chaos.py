@@ -278,3 +278,24 @@ class Killer:
                 "SELECT id FROM resource WHERE engine_id = %s", (engine_id,)
             ).fetchall()
         return {row[0] for row in rows}
+
+
+def wait_for_progress(
+    deployment: Deployment, stack: str, since: float, done: int, timeout: float = 60
+) -> None:
+    """Until ``done`` resources of ``stack`` finished an action (their events) since the
+    wall-clock time ``since``: the operation is well under way."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with psycopg.connect(deployment.database_url, connect_timeout=5) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM event JOIN stack ON stack.id = event.stack_id "
+                "WHERE stack.name = %s AND event.resource_name <> stack.name "
+                "AND event.status = 'COMPLETE' AND event.created_at >= %s",
+                (stack, since),
+            ).fetchone()
+        if row is not None and row[0] >= done:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{stack}: {done} resources not done in {timeout} s")
+        time.sleep(0.05)
