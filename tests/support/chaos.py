@@ -172,6 +172,16 @@ def differences(
     return problems
 
 
+def leftovers(deployment: Deployment) -> list[str]:
+    """What is left of the stack after a destroy: files, test-world things (empty: none)."""
+    directory = deployment.directory / "files"
+    problems = [f"leaked file {entry.name}" for entry in sorted(directory.iterdir())]
+    world = _world(deployment.directory / "world.db")
+    for type_name in (TEST, NONE):
+        problems.extend(f"leaked {type_name} {thing}" for thing in sorted(world.get(type_name, {})))
+    return problems
+
+
 def _world(path: Path) -> dict[str, dict[str, dict[str, object]]]:
     if not path.exists():
         return {}
