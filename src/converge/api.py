@@ -48,6 +48,8 @@ from converge.core.template import (
 )
 from converge.core.template.nested import child_environment
 from converge.engine import liveness
+from converge.engine.context import applied_state
+from converge.engine.drift_diff import drift_diffs
 from converge.engine.inputs import StoredData
 from converge.engine.operations import (
     SETTLED_TOPIC,
@@ -508,11 +510,22 @@ class Converge:
         await self.engine.start_check(stack.id)
         return await self._settle(stack.id, wait)
 
-    async def drift(self, name_or_id: str) -> list[DriftView]:
-        """Each resource's drift as last recorded (by a check, an update or the observer)."""
+    async def drift(self, name_or_id: str, *, diffs: bool = False) -> list[DriftView]:
+        """Each resource's drift as last recorded (by a check, an update or the observer).
+
+        ``diffs``: also observe each modified resource whose type can show how it differs
+        (a file's content diff instead of two digests), as ``drift_diff``.
+        """
         stack = await self._find(name_or_id, include_deleted=True)
         rows = current_rows(await self._store.list_resources(stack.id), None)
-        return [DriftView.of(row) for row in sorted(rows.values(), key=lambda r: r.name)]
+        views = []
+        for row in sorted(rows.values(), key=lambda r: r.name):
+            view = DriftView.of(row)
+            if diffs:
+                shown = await drift_diffs(self._ctx, self.engine.worker, stack, row)
+                view = dataclasses.replace(view, drift_diff=shown)
+            views.append(view)
+        return views
 
     async def wait(self, name_or_id: str) -> StackView:
         stack = await self._find(name_or_id, include_deleted=True)
@@ -687,6 +700,14 @@ class Converge:
                 converges_inside=plugin.converges_inside,
                 template_changed=template_changed(row, resource),
             )
+            if decision.change == Change.UPDATE:
+                # As Heat's preview: the plugin may decide replacement itself (what its
+                # ``update`` would raise ReplacementRequired for).
+                replacing = plugin.replacement_reason(applied_state(row), properties)
+                if replacing is not None:
+                    decision = dataclasses.replace(
+                        decision, change=Change.REPLACE, reason=f"{name_}: {replacing}"
+                    )
             hidden = {n for n, p in plugin.properties_schema.items() if p.hidden}
             baseline = dict(row.properties_data)
             if isinstance(observed, Mapping):

@@ -141,6 +141,8 @@ class DriftView:
     drift_status: str
     drift_detail: dict[str, dict[str, Any]]
     checked_time: str | None
+    # detail field -> how reality differs now (a content diff), where the plugin gives one
+    drift_diff: dict[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -127,3 +127,56 @@ def test_serve_heals_changes_made_by_another_process(run: Run, tmp_path: Path) -
     assert "Traceback" not in stderr
     events = as_json(run("events", "demo", "-r", "first", "-f", "json"))
     assert any(e["resource_status_reason"].startswith("Healing drift") for e in events)
+
+
+FILES = """\
+heat_template_version: 2021-04-16
+parameters:
+  token: {type: string, hidden: true, default: s3cr3t-token}
+resources:
+  page:
+    type: Local::File
+    properties: {path: page.txt, content: "<h1>Hello</h1>\\nline two\\n"}
+  conf:
+    type: Local::File
+    properties:
+      path: app.conf
+      content: {str_replace: {template: "token = T\\n", params: {T: {get_param: token}}}}
+"""
+
+
+def test_drift_of_a_file_shows_a_content_diff_but_never_a_hidden_value(
+    run: Run, tmp_path: Path
+) -> None:
+    (tmp_path / "files.yaml").write_text(FILES)
+    as_json(run("apply", "files.yaml", "-f", "json"))
+    (tmp_path / "page.txt").write_text("<h1>Defaced</h1>\nline two\n")
+    (tmp_path / "app.conf").write_text("token = s3cr3t-token\nextra = added-by-hand\n")
+
+    checked = run("check", "files", "-c", "resource_name", "-c", "drift_diff", "-f", "json")
+    diffs = {r["resource_name"]: r["drift_diff"] for r in as_json(checked)}
+    assert diffs["page"]["content_sha256"].splitlines() == [
+        "--- wanted",
+        "+++ found",
+        "@@ -1,2 +1,2 @@",
+        "-<h1>Hello</h1>",
+        "+<h1>Defaced</h1>",
+        " line two",
+    ]
+    assert diffs["conf"] == {}  # its content holds a hidden parameter's value
+
+    table = run("drift", "files")
+    assert table.exit_code == 0, table.stderr
+    assert "content_sha256: differs, see the diff below" in table.stdout
+    assert "page content_sha256, as observed now (- wanted, + found):" in table.stdout
+    assert "+<h1>Defaced</h1>" in table.stdout
+    assert "s3cr3t" not in table.stdout and "added-by-hand" not in table.stdout
+    assert "s3cr3t" not in run("drift", "files", "-f", "json").stdout
+    as_yaml = run("drift", "files", "-f", "yaml", "-c", "drift_diff").stdout
+    assert "content_sha256: |-\n      --- wanted\n      +++ found\n" in as_yaml  # readable
+
+    # -c as on the other commands, table and value alike.
+    chosen = run("drift", "files", "-c", "resource_name", "-c", "drift_status", "-f", "value")
+    assert chosen.stdout.splitlines() == ["conf MODIFIED", "page MODIFIED"]
+    unknown = run("check", "files", "-c", "nope")
+    assert unknown.exit_code == 2 and "no column 'nope'" in unknown.stderr

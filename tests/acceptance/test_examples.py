@@ -120,6 +120,7 @@ def test_quickstart_serves_its_directory_and_destroy_removes_everything(
         "web": "DELETED",
     }
     assert set(drift["page"]["drift_detail"]) == {"content_sha256"}
+    assert "\n+defaced" in drift["page"]["drift_diff"]["content_sha256"]  # not two hashes
 
     fixed = run(
         "apply", str(EXAMPLES / "quickstart.yaml"), "-P", f"port={port}", "--converge", "-f", "json"

@@ -95,3 +95,34 @@ async def test_check_marks_each_resource_and_fails_the_stack_when_one_fails(
     assert "cannot see b" in checked.stack_status_reason
     states = {r.resource_name: r.resource_status for r in await cv.list_resources("s")}
     assert states == {"a": "CHECK_COMPLETE", "b": "CHECK_FAILED"}
+
+
+REPLACEABLE = """
+heat_template_version: 2021-04-16
+parameters:
+  v: {type: string, default: one}
+  replace: {type: boolean, default: true}
+resources:
+  t:
+    type: OS::Heat::TestResource
+    properties: {value: {get_param: v}, update_replace: {get_param: replace}}
+"""
+
+
+async def test_plan_predicts_the_replacement_the_plugin_decides(cv: Converge) -> None:
+    """Heat's preview_update asks the resource (update_template_diff_properties calls
+    needs_replace_with_prop_diff; TestResource replaces a changed value when update_replace
+    is true), so the preview says replace where the update will replace; plan agrees with
+    apply the same way."""
+    await cv.create_stack("s", REPLACEABLE)
+    (before,) = await cv.list_resources("s")
+    (planned,) = await cv.plan("s", REPLACEABLE, parameters={"v": "two"})
+    assert (planned.action, planned.reason) == ("REPLACE", "t: value changed with update_replace")
+    assert planned.changed_properties == ["value"]
+    # Without update_replace the same change is in place, as update does it.
+    (in_place,) = await cv.plan("s", REPLACEABLE, parameters={"v": "two", "replace": False})
+    assert in_place.action == "UPDATE"
+    stack = await cv.update_stack("s", REPLACEABLE, parameters={"v": "two"})
+    assert stack.stack_status == "UPDATE_COMPLETE", stack.stack_status_reason
+    (after,) = await cv.list_resources("s")
+    assert after.physical_resource_id != before.physical_resource_id  # replaced, as planned

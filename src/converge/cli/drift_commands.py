@@ -36,8 +36,11 @@ def _drift_table(rows: Sequence[Mapping[str, Any]]) -> Table:
         table.add_column(column, overflow="fold")
     for row in rows:
         detail = row.get("drift_detail") or {}
+        diffs = row.get("drift_diff") or {}
         changes = "; ".join(
-            f"{name}: {output.short_value(short_digest(change.get('wanted')))} / "
+            f"{name}: differs, see the diff below"
+            if name in diffs
+            else f"{name}: {output.short_value(short_digest(change.get('wanted')))} / "
             f"{output.short_value(short_digest(change.get('found')))}"
             for name, change in detail.items()
         )
@@ -48,6 +51,15 @@ def _drift_table(rows: Sequence[Mapping[str, Any]]) -> Table:
             changes,
         )
     return table
+
+
+def _show_drift(rows: Sequence[Mapping[str, Any]]) -> None:
+    """The drift table, then each content diff whole (a table cell would fold it)."""
+    output.print_table(_drift_table(rows))
+    for row in rows:
+        for name, text in (row.get("drift_diff") or {}).items():
+            click.echo(f"\n{row['resource_name']} {name}, as observed now (- wanted, + found):")
+            click.echo(text)
 
 
 async def _open(state: str) -> contextlib.AbstractAsyncContextManager[Converge]:
@@ -67,19 +79,28 @@ async def _open(state: str) -> contextlib.AbstractAsyncContextManager[Converge]:
 
 @click.command()
 @click.argument("name")
+@output.column_option
 @common_options
-def check(name: str, state: str, output_format: str, debug: bool, log_json: bool) -> None:
-    """Observe every resource of stack NAME and record its drift."""
+def check(
+    name: str,
+    columns: tuple[str, ...],
+    state: str,
+    output_format: str,
+    debug: bool,
+    log_json: bool,
+) -> None:
+    """Observe every resource of stack NAME and record its drift (-c: fields of each
+    resource's drift)."""
 
     async def body(session: Session) -> int:
         async with await _open(state) as cv:
             stack = await cv.check_stack(name)
-            drift = output.dicts(await cv.drift(stack.id))
-        if output.is_document(output_format):
+            drift = output.dicts(await cv.drift(stack.id, diffs=True))
+        if output.is_document(output_format) and not columns:
             output.print_document({**stack.as_dict(), "resources": drift}, output_format)
         else:
-            output.print_table(_drift_table(drift))
-            console = output.make_console()
+            output.emit(drift, output_format, columns, _show_drift)
+            console = output.make_console(stderr=output.is_document(output_format))
             console.print(f"Stack {stack.stack_name}", output.styled_status(stack.stack_status))
         if stack.stack_status != "CHECK_COMPLETE":
             click.echo(f"error: {stack.stack_status_reason}", err=True)
@@ -91,17 +112,23 @@ def check(name: str, state: str, output_format: str, debug: bool, log_json: bool
 
 @click.command()
 @click.argument("name")
+@output.column_option
 @common_options
-def drift(name: str, state: str, output_format: str, debug: bool, log_json: bool) -> None:
-    """Show the drift of each resource of stack NAME as last recorded."""
+def drift(
+    name: str,
+    columns: tuple[str, ...],
+    state: str,
+    output_format: str,
+    debug: bool,
+    log_json: bool,
+) -> None:
+    """Show the drift of each resource of stack NAME as last recorded; a modified file is
+    observed again to show how its content differs."""
 
     async def body(session: Session) -> int:
         async with await _open(state) as cv:
-            rows = output.dicts(await cv.drift(name))
-        if output.is_document(output_format):
-            output.print_document(rows, output_format)
-        else:
-            output.print_table(_drift_table(rows))
+            rows = output.dicts(await cv.drift(name, diffs=True))
+        output.emit(rows, output_format, columns, _show_drift)
         return EXIT_OK
 
     run_command(body, debug=debug, log_json=log_json)

@@ -118,7 +118,9 @@ def print_document(data: Any, fmt: str, columns: Sequence[str] = ()) -> None:
     data = select_columns(data, columns)
     if fmt == Format.YAML:
         plain = json.loads(to_json(data))  # what JSON would show: dates and enums as text
-        click.echo(yaml.safe_dump(plain, sort_keys=False, allow_unicode=True), nl=False)
+        click.echo(
+            yaml.dump(plain, Dumper=_YamlDumper, sort_keys=False, allow_unicode=True), nl=False
+        )
     elif fmt == Format.VALUE:
         rows = data if isinstance(data, list) else [data]
         for row in rows:
@@ -132,6 +134,18 @@ def print_document(data: Any, fmt: str, columns: Sequence[str] = ()) -> None:
                 click.echo(value_text(row))
     else:
         print_json(data)
+
+
+class _YamlDumper(yaml.SafeDumper):
+    """Safe YAML with text of several lines (a content diff) as a literal block."""
+
+
+def _represent_text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_YamlDumper.add_representer(str, _represent_text)
 
 
 def emit(data: Any, fmt: str, columns: Sequence[str], show: Callable[[Any], None]) -> None:

@@ -141,8 +141,12 @@ class RemoteConverge:
         stack = await self.get_stack(name_or_id)
         return [dict(output) for output in stack.outputs]
 
-    async def drift(self, name_or_id: str) -> list[DriftView]:
-        document = await self._call("GET", f"/converge/stacks/{quote(name_or_id, safe='')}/drift")
+    async def drift(self, name_or_id: str, *, diffs: bool = False) -> list[DriftView]:
+        document = await self._call(
+            "GET",
+            f"/converge/stacks/{quote(name_or_id, safe='')}/drift",
+            params={"diff": "true"} if diffs else {},
+        )
         return [DriftView(**item) for item in document["drift"]]
 
     # --- operations --------------------------------------------------------------------

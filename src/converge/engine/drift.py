@@ -172,7 +172,14 @@ class DriftHandler:
         if row is None or row.physical_resource_id != physical_id:
             return False  # replaced or deleted since: this is about a thing we let go
         if row.drift_checked_at is not None and row.drift_checked_at > observed_at:
-            return False  # a newer observation was recorded already
+            # A newer observation was recorded already: this one is not applied. But
+            # ``observed_at`` is when an observation *began*, and one that began earlier
+            # may have read reality later (a sampler pass slowed by load, against a direct
+            # look): dropped for good, its change would be lost, since the sampler's
+            # baseline has it now and it publishes a change only once. So look again,
+            # directly: that look begins after everything recorded so far.
+            self._look_again(stack_id, resource_id)
+            return False
         if _is_busy(stack, row):
             # Our own actions change reality too: judge only once the stack settled (the
             # settled stack is looked at again at once: ``recheck_when_settled``).
@@ -185,8 +192,13 @@ class DriftHandler:
         concealed = (await self.ctx.hidden_values(row.current_template_id)).conceals
         drift = compare(plugin.essence(row.properties_data), essence, hidden, concealed)
         if not await self._record(stack, row, drift, observed_at):
+            self._look_again(stack_id, resource_id)  # lost a race with a newer one: as above
             return False
         return drift.status != DriftStatus.IN_SYNC and stack.drift_policy == DriftPolicy.HEAL
+
+    def _look_again(self, stack_id: str, resource_id: int) -> None:
+        """Observe this resource directly at the next ``recheck`` (level-triggered)."""
+        self._later.add((stack_id, resource_id))
 
     async def _record(
         self, stack: StackRecord, row: ResourceRecord, drift: Drift, observed_at: float
@@ -379,6 +391,7 @@ class DriftHandler:
                 observed = (await self.worker.observe_drift(stack, row)).essence
             except ActionFailed as failed:
                 log.warning("cannot observe", extra={"resource": row.name, "error": failed.reason})
+                self._look_again(stack_id, resource_id)  # still unknown: the next pass tries
                 continue
             if await self._judge(
                 stack_id, resource_id, found.physical_resource_id, observed, started

@@ -218,6 +218,18 @@ class ResourcePlugin(ABC):
         """
         return Outcome(current.physical_id, current.data)
 
+    def replacement_reason(
+        self, current: AppliedState, properties: Mapping[str, Any]
+    ) -> str | None:
+        """Why updating ``current`` to ``properties`` needs a replacement, or None.
+
+        For types that decide replacement themselves beyond ``update_allowed`` (Heat's
+        ``needs_replace_with_prop_diff``). Purely computational, no side-effects: ``plan``
+        asks it to predict what ``update`` will do, so ``update`` should raise
+        ``ReplacementRequired`` exactly when this says so.
+        """
+        return None
+
     @abstractmethod
     async def delete(self, ctx: ResourceContext, current: AppliedState) -> None:
         """Remove the real thing. Idempotent: something already gone is success."""
@@ -256,6 +268,16 @@ class ResourcePlugin(ABC):
         template of that stack to validate before anything is made, from the properties
         known now; None when there is none or it cannot be known yet."""
         return None
+
+    def drift_diff(self, applied: Mapping[str, Any], live: Mapping[str, Any]) -> Mapping[str, str]:
+        """How reality differs where the essence keeps only a digest: short texts (a
+        unified diff of a file's content), keyed by the essence field each explains.
+
+        ``applied`` and ``live`` are properties (what was applied, what ``observe`` read).
+        Never diff a hidden property; the engine also drops any text that shows a hidden
+        value. Purely computational, no side-effects.
+        """
+        return {}
 
     def essence(self, live: Mapping[str, Any]) -> Mapping[str, Any]:
         """The part of observed reality that matters: drop volatile fields (pure).

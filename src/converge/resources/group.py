@@ -363,6 +363,3 @@ def _integer(section: Mapping[str, Any], key: str, default: int, where: str) -> 
     if number < 0:
         raise PermanentFailure(f"update_policy.{where}.{key} must not be negative")
     return number
-
-
-GROUP_TYPES: tuple[type[GroupBase], ...] = (ResourceGroup, ResourceChain)

@@ -29,12 +29,14 @@ KEEPALIVE_SECONDS = 15.0  # a comment line, so proxies and clients see the strea
 
 
 @router.get("/stacks/{stack_name}/drift", summary="Each resource's drift as last recorded")
-async def stack_drift(access: Reader, stack_name: str) -> dict[str, Any]:
+async def stack_drift(access: Reader, stack_name: str, diff: bool = False) -> dict[str, Any]:
+    """``?diff=true``: modified resources are observed again for a content diff."""
     stack = await access.cv.get_stack(stack_name, include_deleted=True)
+    views = await access.cv.drift(stack.id, diffs=diff)
     return {
         "stack_id": stack.id,
         "stack_name": stack.stack_name,
-        "drift": [view.as_dict() for view in await access.cv.drift(stack.id)],
+        "drift": [view.as_dict() for view in views],
     }
 
 

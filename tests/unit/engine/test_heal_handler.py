@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from converge.api import Converge
 from converge.core.heal import HealPolicy
 from converge.engine.settings import EngineSettings
+from converge.resources.builtin.testresource import HeatTestResource
 from converge.resources.builtin.world import TestWorld, world_path_for
 from support.world import eventually, paused_at
 
@@ -237,3 +239,37 @@ async def test_serve_heals_drift_that_comes_together_in_one_heal(
         if "to heal drift" in e.resource_status_reason
     ]
     assert starts == ["Stack UPDATE started to heal drift of other, test"]
+
+
+async def test_a_change_read_late_by_an_early_pass_is_not_lost(
+    cv: Converge, world: TestWorld, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Observations overlap: a sampler pass began (t=1005) before a direct look (t=1010)
+    that read reality before it was tampered, but the pass read it after. The pass's
+    notification is older by its start and is not applied; the sampler's baseline now holds
+    the tampered state, so no sampler will say it again. A direct look must find it."""
+    await cv.create_stack("s", TEMPLATE)  # notify: only the notification would say it
+    handler = cv.engine.drift
+    in_sync = await note_for(cv, "test", {"value": "hello", "update_replace_value": None})
+    await handler.apply_change(dataclasses.replace(in_sync, observed_at=1010.0))
+    assert await drift_of(cv, "test") == "IN_SYNC"
+    world.set_property("OS::Heat::TestResource", in_sync.physical_id, "value", "tampered")
+    late = await note_for(cv, "test", {"value": "tampered", "update_replace_value": None})
+    await handler.apply_change(dataclasses.replace(late, observed_at=1005.0))
+    assert await drift_of(cv, "test") == "IN_SYNC"  # not applied: began before the look
+    clock.time = 1020.0
+    # The first direct look fails (a plugin error): the next pass looks again.
+    observe = HeatTestResource.observe
+    failures = iter([RuntimeError("flaky reality")])
+
+    async def flaky(self: HeatTestResource, *args: Any) -> Any:
+        failure = next(failures, None)
+        if failure is not None:
+            raise failure
+        return await observe(self, *args)
+
+    monkeypatch.setattr(HeatTestResource, "observe", flaky)
+    await handler.recheck()
+    assert await drift_of(cv, "test") == "IN_SYNC"
+    await handler.recheck()
+    assert await drift_of(cv, "test") == "MODIFIED"

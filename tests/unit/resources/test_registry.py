@@ -11,7 +11,12 @@ from converge.core.schema import TypeSchemas
 from converge.errors import NotFound
 from converge.resources.base import AppliedState, Outcome, ResourceContext, ResourcePlugin
 from converge.resources.builtin import Dummy
-from converge.resources.registry import PluginRegistry, default_registry
+from converge.resources.registry import (
+    BUILTIN_TYPES,
+    LOCAL_TYPES,
+    PluginRegistry,
+    default_registry,
+)
 
 BUILTIN = {
     "OS::Heat::None",
@@ -84,3 +89,21 @@ def test_a_name_cannot_be_taken_twice_by_different_classes() -> None:
     registry.register(Thing)  # the same class again is harmless
     with pytest.raises(ValueError, match="already registered to Thing"):
         registry.register(Dummy, type_name="My::Thing")
+
+
+def test_each_shipped_type_name_is_its_class_loaded_on_first_use() -> None:
+    registry = default_registry()
+    for name, module, class_name in BUILTIN_TYPES + LOCAL_TYPES:
+        plugin_class = type(registry.plugin(name))
+        assert (plugin_class.__module__, plugin_class.__name__) == (module, class_name)
+        assert name in (plugin_class.type_name, "Dummy")  # Dummy: the short alias
+
+
+def test_a_lazily_registered_name_cannot_be_taken_twice() -> None:
+    registry = default_registry()
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register(Thing, type_name="OS::Heat::Value")
+    registry.register(Dummy, type_name="Dummy")  # the same class again: nothing changes
+    assert isinstance(registry.plugin("Dummy"), Dummy)
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register_lazily("OS::Heat::Value", lambda: Thing)

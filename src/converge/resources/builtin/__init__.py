@@ -1,29 +1,35 @@
-"""The resource types converge ships: Heat's test types and the proof of concept's Dummy."""
+"""The resource types converge ships: Heat's test types and the proof of concept's Dummy.
+
+The registry (``converge.resources.registry``) names them; the classes are imported on
+first use, here too (``from converge.resources.builtin import Dummy`` imports dummy.py
+only), so loading one type does not load them all.
+"""
 
 from __future__ import annotations
 
-from converge.resources.base import ResourcePlugin
-from converge.resources.builtin.dummy import Dummy
-from converge.resources.builtin.none import NoneResource
-from converge.resources.builtin.random_string import RandomString
-from converge.resources.builtin.testresource import HeatTestResource
-from converge.resources.builtin.value import ValueResource
+import importlib
+from typing import TYPE_CHECKING, Any
 
-# (type name, plugin class): "Dummy" is the short name the proof of concept's docs use.
-BUILTIN_TYPES: tuple[tuple[str, type[ResourcePlugin]], ...] = (
-    (NoneResource.type_name, NoneResource),
-    (HeatTestResource.type_name, HeatTestResource),
-    (ValueResource.type_name, ValueResource),
-    (RandomString.type_name, RandomString),
-    (Dummy.type_name, Dummy),
-    ("Dummy", Dummy),
-)
+if TYPE_CHECKING:
+    from converge.resources.builtin.dummy import Dummy
+    from converge.resources.builtin.none import NoneResource
+    from converge.resources.builtin.random_string import RandomString
+    from converge.resources.builtin.testresource import HeatTestResource
+    from converge.resources.builtin.value import ValueResource
 
-__all__ = [
-    "BUILTIN_TYPES",
-    "Dummy",
-    "HeatTestResource",
-    "NoneResource",
-    "RandomString",
-    "ValueResource",
-]
+_MODULES = {
+    "Dummy": "dummy",
+    "HeatTestResource": "testresource",
+    "NoneResource": "none",
+    "RandomString": "random_string",
+    "ValueResource": "value",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MODULES:
+        return getattr(importlib.import_module(f"{__name__}.{_MODULES[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["Dummy", "HeatTestResource", "NoneResource", "RandomString", "ValueResource"]

@@ -87,9 +87,9 @@ class Dummy(WorldBacked):
     async def update(
         self, ctx: ResourceContext, current: AppliedState, properties: Mapping[str, Any]
     ) -> Outcome:
-        for name, schema in self.properties_schema.items():
-            if not schema.update_allowed and properties.get(name) != current.properties.get(name):
-                raise ReplacementRequired(f"{ctx.resource_name}: {name} changed")
+        replacing = self.replacement_reason(current, properties)
+        if replacing is not None:
+            raise ReplacementRequired(f"{ctx.resource_name}: {replacing}")
         await _delay(ctx, properties)
         _fail_if_asked(ctx, properties)
         await self._record(ctx, current.physical_id, properties)
@@ -97,6 +97,14 @@ class Dummy(WorldBacked):
 
     def _made_id(self, ctx: ResourceContext) -> None:
         return None  # a random name, as the prototype's: not found again from the row
+
+    def replacement_reason(
+        self, current: AppliedState, properties: Mapping[str, Any]
+    ) -> str | None:
+        for name, schema in self.properties_schema.items():
+            if not schema.update_allowed and properties.get(name) != current.properties.get(name):
+                return f"{name} changed"
+        return None
 
     async def delete(self, ctx: ResourceContext, current: AppliedState) -> None:
         await _delay(ctx, current.properties)

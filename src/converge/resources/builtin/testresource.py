@@ -128,12 +128,10 @@ class HeatTestResource(WorldBacked):
     async def update(
         self, ctx: ResourceContext, current: AppliedState, properties: Mapping[str, Any]
     ) -> Outcome:
-        before = current.properties
-        value_changed = properties.get("value") != before.get("value")
-        if value_changed and properties.get("update_replace"):
-            raise ReplacementRequired(f"{ctx.resource_name}: value changed with update_replace")
-        if properties.get("update_replace_value") != before.get("update_replace_value"):
-            raise ReplacementRequired(f"{ctx.resource_name}: update_replace_value changed")
+        replacing = self.replacement_reason(current, properties)
+        if replacing is not None:
+            raise ReplacementRequired(f"{ctx.resource_name}: {replacing}")
+        value_changed = properties.get("value") != current.properties.get("value")
         data = dict(current.data)
         if value_changed:
             await _wait(ctx, "update", _wait_secs(properties, "update"))
@@ -142,6 +140,16 @@ class HeatTestResource(WorldBacked):
         # Written even when nothing changed here: a converge update corrects drift so.
         await self._record(ctx, current.physical_id, properties)
         return Outcome(current.physical_id, data)
+
+    def replacement_reason(
+        self, current: AppliedState, properties: Mapping[str, Any]
+    ) -> str | None:
+        before = current.properties
+        if properties.get("value") != before.get("value") and properties.get("update_replace"):
+            return "value changed with update_replace"
+        if properties.get("update_replace_value") != before.get("update_replace_value"):
+            return "update_replace_value changed"
+        return None
 
     async def delete(self, ctx: ResourceContext, current: AppliedState) -> None:
         await _wait(ctx, "delete", _wait_secs(current.properties, "delete"))

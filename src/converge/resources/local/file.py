@@ -131,6 +131,15 @@ class LocalFile(ResourcePlugin):
             mode = None
         return {"content_sha256": hashlib.sha256(content).hexdigest(), "mode": mode}
 
+    def drift_diff(self, applied: Mapping[str, Any], live: Mapping[str, Any]) -> Mapping[str, str]:
+        wanted, found = _text(applied), _text(live)
+        if wanted == found:
+            return {}
+        # difflib only when a diff is asked for: ``validate`` loads every plugin module.
+        from converge.core.textdiff import short_unified_diff
+
+        return {"content_sha256": short_unified_diff(wanted, found)}
+
     async def attributes(
         self, ctx: ResourceContext, current: AppliedState, names: Collection[str]
     ) -> Mapping[str, Any]:
@@ -147,9 +156,13 @@ class LocalFile(ResourcePlugin):
         return PathWatcher(managed).changes()
 
 
-def _encode(properties: Mapping[str, Any]) -> bytes:
+def _text(properties: Mapping[str, Any]) -> str:
     content = properties.get("content")
-    return ("" if content is None else str(content)).encode("utf-8")
+    return "" if content is None else str(content)
+
+
+def _encode(properties: Mapping[str, Any]) -> bytes:
+    return _text(properties).encode("utf-8")
 
 
 def _facts(path: Path, data: bytes) -> dict[str, Any]:
