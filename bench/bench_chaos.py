@@ -28,14 +28,24 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from subprocess import CompletedProcess
 
 from _report import provenance, write_section
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from support.amqp import delete_namespace
-from support.chaos import Generation, Killer, Shape, differences, leftovers, template
+from support.chaos import (
+    NO_WORKER,
+    Generation,
+    Killer,
+    Shape,
+    apply,
+    differences,
+    leftovers,
+    start_cluster,
+)
 from support.databases import fresh_database
-from support.distributed import Deployment, Serve
+from support.distributed import Deployment
 
 PG = os.environ.get("CONVERGE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 AMQP = os.environ.get("CONVERGE_TEST_AMQP", "amqp://guest:guest@127.0.0.1:5672/")
@@ -66,50 +76,39 @@ def plan(operations: int) -> list[tuple[str, Generation, Generation, str]]:
 def run(
     deployment: Deployment, shape: Shape, operations: int, interval: float
 ) -> dict[str, object]:
-    root = deployment.directory
-    (root / "files").mkdir()
-
-    def engine() -> Serve:
-        return deployment.serve("--roles", "engine")
-
-    engine()
-    engine()
-    deployment.serve("--roles", "worker", "--workers", "2")
-    deployment.serve("--roles", "worker", "--workers", "1")
-    deployment.wait_for("worker", 3)
-    deployment.wait_for("engine", 2)
+    start_cluster(deployment)
     rows: list[str] = []
     problems: list[str] = []
     completed = 0
     started = time.monotonic()
-    with Killer(deployment, engine, interval=interval, seed=10) as killer:
-        for what, applied, expected, status in plan(operations):
-            (root / "stack.yaml").write_text(template(shape, applied, root))
-            options = ["--rollback"] if applied.fail else []
-            began = time.monotonic()
-            done = deployment.converge(
-                "apply", "stack.yaml", "--name", STACK, *options, timeout=600
-            )
-            seconds = time.monotonic() - began
-            found = differences(deployment, STACK, shape, expected, status)
-            ok = done.returncode == (1 if applied.fail else 0) and not found
-            completed += ok
-            problems.extend(found)
-            rows.append(
-                f"| {what} | {seconds:.1f} | {'yes' if ok else 'NO: ' + (found[:1] or [done.stderr.strip()[-200:]])[0]} |"
-            )
-            print(rows[-1], flush=True)
-        began = time.monotonic()
-        done = deployment.converge("destroy", STACK, "--yes", timeout=600)
-        seconds = time.monotonic() - began
-        found = leftovers(deployment)
-        ok = done.returncode == 0 and not found
+
+    def record(
+        what: str, began: float, done: CompletedProcess[str], expected: int, found: list[str]
+    ) -> None:
+        nonlocal completed
+        ok = done.returncode == expected and not found
         completed += ok
         problems.extend(found)
+        failure = (found[:1] or [f"exit {done.returncode}: {done.stderr.strip()[-200:]}"])[0]
         rows.append(
-            f"| destroy | {seconds:.1f} | {'yes' if ok else 'NO: ' + (found[:1] or [done.stderr.strip()[-200:]])[0]} |"
+            f"| {what} | {time.monotonic() - began:.1f} | {'yes' if ok else 'NO: ' + failure} |"
         )
         print(rows[-1], flush=True)
+
+    with Killer(deployment, interval=interval, seed=10) as killer:
+        for what, applied, expected, status in plan(operations):
+            began = time.monotonic()
+            done = apply(
+                deployment, STACK, shape, applied, *(["--rollback"] if applied.fail else [])
+            )
+            found = differences(deployment, STACK, shape, expected, status)
+            record(what, began, done, 1 if applied.fail else 0, found)
+        began = time.monotonic()
+        while (
+            done := deployment.converge("destroy", STACK, "--yes", timeout=600)
+        ).returncode == NO_WORKER:
+            time.sleep(1)  # every worker killed and waiting out its restart pause
+        record("destroy", began, done, 0, leftovers(deployment))
     return {
         "rows": rows,
         "problems": problems,

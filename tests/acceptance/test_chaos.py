@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from support.chaos import Generation, Killer, Shape, differences, template
-from support.distributed import Deployment, Serve
+from support.chaos import Generation, Killer, Shape, apply, differences, start_cluster
+from support.distributed import Deployment
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rabbitmq]
 
@@ -16,31 +16,19 @@ SHAPE = Shape(files=150, tests=150, nones=200, wait_secs=1.0, depth=5)
 
 
 def test_create_update_and_rollback_survive_killed_processes(deployment: Deployment) -> None:
-    root = deployment.directory
-    (root / "files").mkdir()
+    start_cluster(deployment)
 
-    def engine() -> Serve:
-        return deployment.serve("--roles", "engine")
-
-    engine()
-    engine()
-    deployment.serve("--roles", "worker", "--workers", "2")
-    deployment.serve("--roles", "worker", "--workers", "1")
-    deployment.wait_for("worker", 3)
-    deployment.wait_for("engine", 2)
-
-    def apply(generation: Generation, *options: str) -> int:
-        (root / "stack.yaml").write_text(template(SHAPE, generation, root))
-        done = deployment.converge("apply", "stack.yaml", "--name", "chaos", *options)
+    def applied(generation: Generation, *options: str) -> int:
+        done = apply(deployment, "chaos", SHAPE, generation, *options)
         print(f"generation {generation.number}: exit {done.returncode}", done.stderr[-2000:])
         return done.returncode
 
-    with Killer(deployment, engine, interval=2.0, seed=16) as killer:
-        assert apply(Generation(1)) == 0
+    with Killer(deployment, interval=2.0, seed=16) as killer:
+        assert applied(Generation(1)) == 0
         assert differences(deployment, "chaos", SHAPE, Generation(1), "CREATE_COMPLETE") == []
-        assert apply(Generation(2)) == 0
+        assert applied(Generation(2)) == 0
         assert differences(deployment, "chaos", SHAPE, Generation(2), "UPDATE_COMPLETE") == []
-        assert apply(Generation(3, fail=True), "--rollback") == 1
+        assert applied(Generation(3, fail=True), "--rollback") == 1
         assert differences(deployment, "chaos", SHAPE, Generation(2), "ROLLBACK_COMPLETE") == []
     assert len(killer.kills) >= 5, killer.kills
     # The work a killed process held moved on well within twice the heartbeat timeout

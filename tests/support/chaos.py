@@ -11,9 +11,9 @@ import os
 import random
 import signal
 import sqlite3
+import subprocess
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +24,7 @@ from support.distributed import Deployment, Serve, alive
 TEST = "OS::Heat::TestResource"
 NONE = "OS::Heat::None"
 FILE = "Local::File"
+NO_WORKER = 7  # converge's exit code: no worker is alive, nothing was started
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,22 @@ def template(shape: Shape, generation: Generation, root: Path) -> str:
             "depends_on": [f"f{index % shape.files}"],
         }
     return json.dumps({"heat_template_version": "2021-04-16", "resources": resources})
+
+
+def apply(
+    deployment: Deployment, stack: str, shape: Shape, generation: Generation, *options: str
+) -> subprocess.CompletedProcess[str]:
+    """``converge apply`` of ``generation``; started again while it finds no live worker
+    (exit 7: every worker was killed and is waiting out its restart pause), as a user
+    would, for up to a minute."""
+    root = deployment.directory
+    (root / "stack.yaml").write_text(template(shape, generation, root))
+    deadline = time.monotonic() + 60
+    while True:
+        done = deployment.converge("apply", "stack.yaml", "--name", stack, *options, timeout=600)
+        if done.returncode != NO_WORKER or time.monotonic() > deadline:
+            return done
+        time.sleep(1)
 
 
 def differences(
@@ -193,6 +210,23 @@ def _world(path: Path) -> dict[str, dict[str, dict[str, object]]]:
     return world
 
 
+def start_engine(deployment: Deployment) -> Serve:
+    return deployment.serve("--roles", "engine")
+
+
+def start_cluster(deployment: Deployment) -> None:
+    """Two engine processes (``serve --roles engine``) and three worker processes
+    (``serve --roles worker --workers 2`` and ``--workers 1``), once registered; and the
+    directory of the stack's files."""
+    (deployment.directory / "files").mkdir()
+    start_engine(deployment)
+    start_engine(deployment)
+    deployment.serve("--roles", "worker", "--workers", "2")
+    deployment.serve("--roles", "worker", "--workers", "1")
+    deployment.wait_for("worker", 3)
+    deployment.wait_for("engine", 2)
+
+
 @dataclass
 class Kill:
     """One SIGKILL: whom, when, what it held, and when that work moved on (None: never
@@ -209,10 +243,9 @@ class Kill:
 class Killer:
     """Kills a random worker or engine process every ``interval`` seconds (±50%) while it
     runs. Workers are restarted by their ``serve --workers``; engines are started again
-    here (``restart_engine``) at once."""
+    here at once."""
 
     deployment: Deployment
-    restart_engine: Callable[[], Serve]
     interval: float = 3.0
     seed: int = 0
     kills: list[Kill] = field(default_factory=list)
@@ -265,7 +298,7 @@ class Killer:
                 serve.stream.close()
                 self.deployment.serving.remove(serve)
                 break
-        self.restart_engine()
+        start_engine(self.deployment)
 
     def _watch(self, kill: Kill, engine_id: str, claimed: set[int]) -> None:
         """Until no row the dead process held is still held by it: its work moved on."""
