@@ -51,10 +51,12 @@ DATABASE: list[str] = []
 
 
 @asynccontextmanager
-async def converge_in(tmp: str) -> AsyncIterator[Converge]:
+async def converge_in(tmp: str, database: str | None = None) -> AsyncIterator[Converge]:
     """The embedded converge of a group: a SQLite file in ``tmp``, or a fresh PostgreSQL
-    database when --database names a server (the test world stays a file in ``tmp``)."""
-    if not DATABASE:
+    database when ``database`` or --database names a server (the test world stays a file
+    in ``tmp``)."""
+    database = database or (DATABASE[0] if DATABASE else None)
+    if not database:
         async with Converge.embedded(Path(tmp) / "bench.db") as cv:
             yield cv
         return
@@ -65,13 +67,16 @@ async def converge_in(tmp: str) -> AsyncIterator[Converge]:
     from converge.engine.settings import EngineSettings
     from converge.resources.builtin import world
 
-    server = DATABASE[0]
+    server, _, query = database.partition("?")
     name = f"converge_bench_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(server, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     settings = EngineSettings(plugin_settings={world.SETTING: str(Path(tmp) / "world.db")})
+    # The URL's query (libpq options such as ``options=-csynchronous_commit%3Doff``) is
+    # kept for the fresh database.
+    url = f"{server.rsplit('/', 1)[0]}/{name}" + (f"?{query}" if query else "")
     try:
-        async with Converge.open(f"{server.rsplit('/', 1)[0]}/{name}", settings=settings) as cv:
+        async with Converge.open(url, settings=settings) as cv:
             yield cv
     finally:
         with psycopg.connect(server, autocommit=True) as conn:

@@ -169,7 +169,7 @@ class Converge:
                 world.SETTING: str(world.world_path_for(state)),
             }
             settings = dataclasses.replace(settings, plugin_settings=plugin_settings)
-        bus = _bus(broker_url, broker_namespace, roles, read_only=read_only)
+        bus = _bus(broker_url, broker_namespace, roles, read_only=read_only, host=settings.host)
         store = SqlStore.open_file(state, read_only=read_only)
         async with cls._over(
             store, settings, registry, start=not read_only, bus=bus, roles=roles
@@ -198,7 +198,8 @@ class Converge:
         checks to the worker processes. ``read_only=True`` runs no engine at all (reading
         calls only), as for ``embedded``.
         """
-        bus = _bus(broker_url, broker_namespace, roles, read_only=read_only)
+        host = settings.host if settings is not None else None
+        bus = _bus(broker_url, broker_namespace, roles, read_only=read_only, host=host)
         store = SqlStore.open(database_url)
         async with cls._over(
             store, settings, registry, start=not read_only, bus=bus, roles=roles
@@ -238,7 +239,13 @@ class Converge:
         from converge.observe import Synchronizer
 
         sync = Synchronizer(
-            self._store, self._ctx.bus, self._ctx.registry, self._ctx.clock, self._ctx.settings
+            self._store,
+            self._ctx.bus,
+            self._ctx.registry,
+            self._ctx.clock,
+            self._ctx.settings,
+            # Seen by the other observers by this engine's row: they divide the types.
+            observer_id=self.engine.engine_id if "observer" in self.engine.roles else None,
         )
         await sync.start()
         tasks = [
@@ -255,11 +262,14 @@ class Converge:
             await sync.stop()
 
     async def _resample_settled(self, sync: Any) -> None:
-        """Sample a stack's types as soon as one of its operations settles."""
+        """Sample a stack's types as soon as one of its operations settles (the types this
+        observer samples: every observer hears of it)."""
         subscription = await self._ctx.bus.subscribe(SETTLED_TOPIC)
         try:
             async for message in subscription:
                 for type_name in message.get("types", []):
+                    if not sync.membership.owns(type_name):
+                        continue
                     try:
                         await sync.sample_once(type_name)
                     except Exception:
@@ -1131,10 +1141,18 @@ def _check_drift_policy(policy: str) -> None:
         raise InvalidRequest(f"invalid drift policy {policy!r}: use notify, heal or ignore")
 
 
-def _bus(broker_url: str | None, namespace: str, roles: Collection[str], *, read_only: bool) -> Bus:
-    """The in-process bus, or RabbitMQ's when a broker is given."""
+def _bus(
+    broker_url: str | None,
+    namespace: str,
+    roles: Collection[str],
+    *,
+    read_only: bool,
+    host: str | None = None,
+) -> Bus:
+    """The in-process bus, or RabbitMQ's when a broker is given (``host``: this machine's
+    name for work bound to a host, by default its host name)."""
     if broker_url is not None:
-        return _amqp_bus(broker_url, namespace)
+        return _amqp_bus(broker_url, namespace, host)
     if not read_only and "worker" not in roles:
         raise InvalidRequest(
             "without a broker the work is done in this process: it needs the worker role"
@@ -1142,7 +1160,7 @@ def _bus(broker_url: str | None, namespace: str, roles: Collection[str], *, read
     return LocalBus()
 
 
-def _amqp_bus(url: str, namespace: str) -> Bus:
+def _amqp_bus(url: str, namespace: str, host: str | None) -> Bus:
     """The RabbitMQ bus; aio-pika is an optional dependency (the ``rabbitmq`` extra)."""
     try:
         from converge.adapters.amqp_bus import AmqpBus
@@ -1150,4 +1168,4 @@ def _amqp_bus(url: str, namespace: str) -> Bus:
         raise InvalidRequest(
             f"a broker URL needs the RabbitMQ bus: pip install 'converge[rabbitmq]' ({exc})"
         ) from exc
-    return AmqpBus(url, namespace=namespace)
+    return AmqpBus(url, namespace=namespace, host=host)

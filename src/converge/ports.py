@@ -286,3 +286,16 @@ class Store(Protocol):
     async def list_services(self) -> list[ServiceRecord]: ...
 
     async def live_engines(self, heartbeat_after: float) -> set[str]: ...
+
+    # --- leases ----------------------------------------------------------------------
+
+    async def take_lease(
+        self, name: str, holder: str, *, now: float, ttl: float | None, live_after: float
+    ) -> bool:
+        """Take or renew the lease ``name`` for ``holder`` (an engine id), atomically
+        across processes: True when it was free, expired (``ttl`` seconds after taking;
+        None: never), held by ``holder`` already, or held by an engine whose heartbeat is
+        not after ``live_after`` (dead); False while another live engine holds it."""
+
+    async def release_lease(self, name: str, holder: str) -> None:
+        """Give the lease back if ``holder`` still holds it."""

@@ -118,6 +118,7 @@ class ResourceRecord:
     heal_last_at: float | None = None
     heal_next_at: float | None = None
     drift_checked_at: float | None = None
+    host: str | None = None  # the machine it lives on (types bound to their host)
 
     @property
     def state(self) -> str:
@@ -161,6 +162,8 @@ class NewResource:
     replaces: int | None = None
     current_template_id: int | None = None
     requires: frozenset[int] = frozenset()
+    # The machine the real thing lives on, for types bound to their host (else None).
+    host: str | None = None
 
 
 @dataclass(frozen=True)

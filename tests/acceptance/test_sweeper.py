@@ -30,7 +30,7 @@ class LossyBus(LocalBus):
         self.sent = 0
         self.dropped = 0
 
-    async def send_work(self, message: dict[str, Any]) -> None:
+    async def send_work(self, message: dict[str, Any], *, host: str | None = None) -> None:
         self.sent += 1
         if self.sent % 2 == 1:
             self.dropped += 1

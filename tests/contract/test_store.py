@@ -12,12 +12,12 @@ from converge.adapters.sql.store import SqlStore
 from converge.core.states import Action, Status
 from converge.core.traversal import STACK_NODE, GraphNode
 from converge.errors import Conflict, NotFound
-from converge.records import NewEvent, NewResource, NewTemplate, ServiceRecord
+from converge.records import NewEvent, NewResource, NewTemplate, ResourceRecord, ServiceRecord
 
 
-@pytest.fixture(params=["sqlite", "sqlite-store-thread", "postgresql"])
+@pytest.fixture(params=["sqlite", "sqlite-store-thread", "postgresql", "postgresql-sqlalchemy"])
 async def store(request: pytest.FixtureRequest, tmp_path: object) -> AsyncIterator[SqlStore]:
-    if request.param == "postgresql":
+    if request.param.startswith("postgresql"):
         url = str(request.getfixturevalue("postgres_url"))
     else:
         url = f"sqlite:///{tmp_path}/converge.db"
@@ -26,6 +26,10 @@ async def store(request: pytest.FixtureRequest, tmp_path: object) -> AsyncIterat
         # What runs while another connection holds the file's lock: every transaction on
         # the store's own thread instead of inline.
         store._inline = None
+    if request.param == "postgresql-sqlalchemy":
+        # PostgreSQL without its psycopg statements (postgres_hot): SQLAlchemy's path.
+        assert store._pg is not None
+        store._pg = None
     try:
         yield store
     finally:
@@ -204,6 +208,100 @@ async def test_finish_node_writes_nothing_when_the_row_changed(store: SqlStore) 
     assert await store.list_events(stack_id) == []
 
 
+async def _one_resource(store: SqlStore, traversal: str = "t1") -> tuple[str, ResourceRecord]:
+    stack_id = await new_stack(store)
+    stack = await store.get_stack(stack_id)
+    await store.start_traversal(
+        stack_id,
+        stack.atomic_key,
+        [NewResource("a", "T")],
+        lambda rows: ({"current_traversal": traversal}, {}),
+    )
+    (row,) = await store.list_resources(stack_id)
+    return stack_id, row
+
+
+async def test_finish_node_writes_the_row_events_and_reports_at_once(store: SqlStore) -> None:
+    stack_id, row = await _one_resource(store)
+    first, second = GraphNode(50, True), GraphNode(51, False)
+    ok, ready, current = await store.finish_node(
+        stack_id,
+        "t1",
+        GraphNode(row.id, True),
+        resource_id=row.id,
+        expected_key=row.atomic_key,
+        changes={"action": Action.CREATE, "status": Status.COMPLETE, "attr_data": {"x": [1]}},
+        events=[NewEvent("a", "T", "CREATE", "COMPLETE", "done", "phys")],
+        reports={second: {}, first: {"name": "a"}},
+        expected_counts={first: 1, second: 2},
+    )
+    assert ok and current == "t1"
+    assert ready == [first]  # the second waits for another predecessor
+    written = await store.get_resource(row.id)
+    assert written is not None and written.atomic_key == row.atomic_key + 1
+    assert (written.status, written.attr_data) == (Status.COMPLETE, {"x": [1]})
+    (event,) = await store.list_events(stack_id)
+    assert (event.reason, event.physical_resource_id) == ("done", "phys")
+    _stack, _row, reports = await store.load_for_check(stack_id, first, "t1")
+    assert [(r.sender_resource_id, r.data) for r in reports] == [(row.id, {"name": "a"})]
+    assert await store.count_reports("t1", second) == 1
+
+
+@pytest.mark.parametrize("superseded", [False, True])
+async def test_finish_node_deletes_the_row_unless_a_newer_traversal_may_use_it(
+    store: SqlStore, superseded: bool
+) -> None:
+    stack_id, row = await _one_resource(store, traversal="t2" if superseded else "t1")
+    ok, ready, current = await store.finish_node(
+        stack_id,
+        "t1",
+        GraphNode(row.id, False),
+        resource_id=row.id,
+        expected_key=row.atomic_key,
+        changes=None,
+        delete_resource=True,
+        reports={STACK_NODE: {}},
+        expected_counts={STACK_NODE: 1},
+        kept_if_superseded={"status_reason": "kept for t2"},
+    )
+    assert ok and ready == [STACK_NODE] and current == ("t2" if superseded else "t1")
+    kept = await store.get_resource(row.id)
+    if superseded:
+        assert kept is not None and kept.status_reason == "kept for t2"
+        assert kept.atomic_key == row.atomic_key + 1
+    else:
+        assert kept is None
+    # A second finish with the old key changes nothing and reports nothing.
+    again = await store.finish_node(
+        stack_id,
+        "t1",
+        GraphNode(row.id, False),
+        resource_id=row.id,
+        expected_key=row.atomic_key,
+        changes=None,
+        delete_resource=True,
+        reports={GraphNode(7, True): {}},
+        expected_counts={GraphNode(7, True): 1},
+    )
+    assert again == (False, [], "")
+
+
+async def test_a_claim_reads_back_the_row_it_wrote(store: SqlStore) -> None:
+    """Without ``current`` the row comes back as stored; a lost claim adds no event."""
+    stack_id, row = await _one_resource(store)
+    event = NewEvent("a", "T", "CREATE", "IN_PROGRESS", "claimed")
+    claimed = await store.update_resource(
+        row.id, row.atomic_key, {"engine_id": "e1"}, events=[event], stack_id=stack_id
+    )
+    assert claimed is not None and claimed == await store.get_resource(row.id)
+    assert claimed.engine_id == "e1" and claimed.atomic_key == row.atomic_key + 1
+    lost = await store.update_resource(
+        row.id, row.atomic_key, {"engine_id": "e2"}, events=[event], stack_id=stack_id
+    )
+    assert lost is None
+    assert [e.reason for e in await store.list_events(stack_id)] == ["claimed"]
+
+
 async def test_replacement_row_and_events(store: SqlStore) -> None:
     stack_id = await new_stack(store)
     stack = await store.get_stack(stack_id)
@@ -230,6 +328,27 @@ async def test_services_and_liveness(store: SqlStore) -> None:
     assert await store.live_engines(150.0) == {"e2"}
     await store.remove_service("e2")
     assert await store.live_engines(0.0) == {"e1"}
+
+
+async def test_a_lease_is_held_by_one_live_engine_at_a_time(store: SqlStore) -> None:
+    await store.register_service(ServiceRecord("e1", "h", 1, ("engine",), 100.0, 100.0))
+    await store.register_service(ServiceRecord("e2", "h", 2, ("engine",), 100.0, 100.0))
+
+    async def take(holder: str, now: float, ttl: float | None = 10.0) -> bool:
+        return await store.take_lease("heal:s", holder, now=now, ttl=ttl, live_after=50.0)
+
+    assert await take("e1", 100.0)
+    assert not await take("e2", 101.0)  # held by a live engine
+    assert await take("e1", 105.0)  # renewed by its holder, until 115
+    assert not await take("e2", 114.0)
+    assert await take("e2", 115.0)  # expired
+    await store.release_lease("heal:s", "e1")  # no longer e1's: stays e2's
+    assert not await take("e1", 116.0)
+    await store.release_lease("heal:s", "e2")
+    assert await take("e1", 117.0, ttl=None)  # no expiry: held while e1 lives
+    assert not await take("e2", 10_000.0)
+    await store.remove_service("e1")  # e1 is gone (or its heartbeat stale): free
+    assert await take("e2", 10_001.0)
 
 
 async def test_purge_keeps_needed_templates(store: SqlStore) -> None:
@@ -363,9 +482,10 @@ def test_the_known_schema_versions_are_the_migration_scripts() -> None:
 
 
 async def test_an_up_to_date_schema_is_not_migrated_again(
-    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+    database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    url = f"sqlite:///{tmp_path}/s.db"
+    """Opening an up-to-date database reads its revision and nothing more (both dialects)."""
+    url = database_url
     await SqlStore.open(url).close()
 
     def refuse(self: SqlStore) -> None:

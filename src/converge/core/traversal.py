@@ -61,6 +61,8 @@ class TraversalGraph:
 
     predecessors: dict[GraphNode, set[GraphNode]] = field(default_factory=dict)
     successors: dict[GraphNode, set[GraphNode]] = field(default_factory=dict)
+    # The machine a resource's work must run on (resources bound to their host), by id.
+    hosts: dict[int, str] = field(default_factory=dict)
     # The stack node's predecessors, computed once: every finished node asks for their
     # number, and recomputing them would make a traversal O(N²).
     _sinks: frozenset[GraphNode] | None = field(default=None, repr=False, compare=False)
@@ -109,9 +111,19 @@ class TraversalGraph:
             return self._sinks
         return self.predecessors.get(node, set())
 
+    def pin_hosts(self, hosts: Mapping[int, str]) -> None:
+        """Record the host of each resource of the graph that is bound to one."""
+        in_graph = {node.resource_id for node in self.predecessors}
+        self.hosts = {rid: host for rid, host in hosts.items() if rid in in_graph}
+
+    def host_of(self, node: GraphNode) -> str | None:
+        """The host whose workers must check ``node``; None: any worker."""
+        return self.hosts.get(node.resource_id)
+
     def encode(self) -> dict[str, Any]:
-        """JSON form: nodes and edges as ``[resource_id, is_update]`` pairs."""
-        return {
+        """JSON form: nodes and edges as ``[resource_id, is_update]`` pairs, and the
+        ``[resource_id, host]`` pairs of resources bound to a host."""
+        encoded: dict[str, Any] = {
             "nodes": [node.encode() for node in sorted(self.predecessors)],
             "edges": [
                 [node.encode(), required.encode()]
@@ -119,6 +131,9 @@ class TraversalGraph:
                 for required in sorted(self.predecessors[node])
             ],
         }
+        if self.hosts:
+            encoded["hosts"] = sorted([rid, host] for rid, host in self.hosts.items())
+        return encoded
 
     @staticmethod
     def decode(data: Mapping[str, Any]) -> TraversalGraph:
@@ -127,6 +142,7 @@ class TraversalGraph:
             graph.add_node(GraphNode.decode(raw))
         for raw_node, raw_required in data.get("edges", []):
             graph.add_edge(GraphNode.decode(raw_node), GraphNode.decode(raw_required))
+        graph.hosts = {int(rid): str(host) for rid, host in data.get("hosts", [])}
         return graph
 
 

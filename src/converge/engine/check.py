@@ -6,6 +6,11 @@ fresh traversal id (so a concurrent update supersedes it) and ends CHECK_COMPLET
 CHECK_FAILED ("Resource CHECK failed: …", as in Heat); every resource gets a CHECK event,
 its drift_status / drift_detail, and the state CHECK_COMPLETE or CHECK_FAILED (one whose
 observation failed; the next update replaces it, as Heat does).
+
+The engine running a check holds the stack's ``check:<stack id>`` lease in the database
+while it runs. When that engine dies (or stops), the lease is free once its heartbeat is
+stale, and the sweeper of the engine the stack hashes to takes the check over: it runs
+again from the start (observing twice is harmless), so no stack stays CHECK_IN_PROGRESS.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from converge.core.template.environment import is_provider_template
 from converge.engine.context import EngineContext
 from converge.engine.operations import StackOperations, current_rows, stack_event
 from converge.engine.worker import ActionFailed, Worker
-from converge.errors import Conflict, NotFound
+from converge.errors import Conflict, ConvergeError, NotFound
 from converge.records import NewEvent, ResourceRecord, StackRecord
 
 log = logging.getLogger("converge.engine.check")
@@ -35,9 +40,16 @@ class StackChecker:
         self.ctx = ctx
         self.operations = operations
         self.worker = worker
+        # Checks of each stack started and not yet ended in this process: the lease is
+        # given back when the last one ends.
+        self._running: Counter[str] = Counter()
+
+    def is_running(self, stack_id: str) -> bool:
+        return self._running[stack_id] > 0
 
     async def start(self, stack_id: str) -> StackRecord:
-        """Mark the stack CHECK_IN_PROGRESS; ``Conflict`` while another operation runs."""
+        """Mark the stack CHECK_IN_PROGRESS; ``Conflict`` while another operation runs or
+        another engine checks it. Call ``run`` with the result."""
         stack = await self.ctx.store.get_stack(stack_id)
         if stack.deleted or stack.action == Action.DELETE:
             raise Conflict(f"stack {stack.name} is {stack.state}: it cannot be checked")
@@ -46,6 +58,58 @@ class StackChecker:
             raise Conflict(
                 f"stack {stack.name} is {stack.state}: check it when the operation has finished"
             )
+        if not await self._take_lease(stack.id):
+            raise Conflict(
+                f"stack {stack.name} is being checked by another engine: wait for that check"
+                " to finish (`converge show` says when)"
+            )
+        self._running[stack.id] += 1
+        try:
+            return await self._mark_started(stack)
+        except BaseException:
+            await self._ended(stack.id)
+            raise
+
+    async def take_over(self, stack_id: str) -> StackRecord | None:
+        """Start again a check left CHECK_IN_PROGRESS by an engine that is gone; None when
+        a live engine still holds it or it has ended meanwhile. Call ``run`` with the
+        result."""
+        if self.is_running(stack_id) or not await self._take_lease(stack_id):
+            return None
+        try:
+            stack = await self.ctx.store.get_stack(stack_id)
+            if stack.action == Action.CHECK and stack.status == Status.IN_PROGRESS:
+                log.info("taking over the check of a gone engine", extra={"stack": stack.name})
+                return await self.start(stack_id)
+        except (Conflict, NotFound) as exc:
+            log.info("check not taken over", extra={"stack": stack_id, "error": str(exc)})
+        if not self.is_running(stack_id):
+            await self._release_lease(stack_id)
+        return None
+
+    async def _take_lease(self, stack_id: str) -> bool:
+        now = self.ctx.clock.now()
+        return await self.ctx.store.take_lease(
+            _lease(stack_id),
+            self.ctx.engine_id,
+            now=now,
+            ttl=None,  # a check may take long: held while this engine's heartbeat is fresh
+            live_after=now - self.ctx.settings.engine_stale_after,
+        )
+
+    async def _ended(self, stack_id: str) -> None:
+        self._running[stack_id] -= 1
+        if self._running[stack_id] <= 0:
+            del self._running[stack_id]
+            await self._release_lease(stack_id)
+
+    async def _release_lease(self, stack_id: str) -> None:
+        try:
+            await self.ctx.store.release_lease(_lease(stack_id), self.ctx.engine_id)
+        except ConvergeError as exc:  # left to expire with this engine's heartbeat
+            log.warning("check lease not released", extra={"error": str(exc)})
+
+    async def _mark_started(self, stack: StackRecord) -> StackRecord:
         reason = "Stack CHECK started"
         started = await self.ctx.store.update_stack(
             stack.id,
@@ -65,7 +129,14 @@ class StackChecker:
         return started
 
     async def run(self, stack: StackRecord) -> None:
-        """Observe every current resource, record drift, settle the stack."""
+        """Observe every current resource, record drift, settle the stack; then give the
+        lease ``start`` took back."""
+        try:
+            await self._run(stack)
+        finally:
+            await self._ended(stack.id)
+
+    async def _run(self, stack: StackRecord) -> None:
         rows = current_rows(await self.ctx.store.list_resources(stack.id), None)
         semaphore = asyncio.Semaphore(_CONCURRENT_OBSERVATIONS)
         results: dict[str, DriftStatus] = {}
@@ -206,3 +277,7 @@ class StackChecker:
             ],
             stack_id=stack.id,
         )
+
+
+def _lease(stack_id: str) -> str:
+    return f"check:{stack_id}"

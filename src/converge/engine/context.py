@@ -46,6 +46,8 @@ class EngineContext:
     # not yet received is not tracked: a message lost on the way must be re-sent.
     inflight: set[tuple[str, GraphNode]] = field(default_factory=set)
     live_engines: set[str] = field(default_factory=set)
+    # This machine, for resources bound to their host (``ResourcePlugin.bound_to_host``).
+    host: str = ""
 
     def __post_init__(self) -> None:
         self.definitions: AsyncLru[int, StackDefinition] = AsyncLru(self._load_definition, 32)
@@ -97,9 +99,18 @@ class EngineContext:
         plugin = self.registry.plugin(row.type)
         return plugin.reference_id(applied_state(row))
 
+    def host_for(self, type_name: str) -> str | None:
+        """The host a new resource of this type is bound to: this one, or None (any)."""
+        bound = type_name in self.registry and self.registry.plugin(type_name).bound_to_host
+        return self.host if bound else None
+
     async def send_check(self, stack_id: str, traversal_id: str, node: GraphNode) -> None:
+        """Queue a check of ``node``: for a resource bound to a host, on that host's queue
+        (the graph of the traversal knows which; cached, as the sender just used it)."""
+        graph = await self.graph(stack_id, traversal_id)
+        host = graph.host_of(node) if graph is not None else None
         message = CheckResource(stack_id, traversal_id, node.resource_id, node.is_update)
-        await self.bus.send_work(message.to_dict())
+        await self.bus.send_work(message.to_dict(), host=host)
 
 
 def applied_state(row: ResourceRecord) -> AppliedState:

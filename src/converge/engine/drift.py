@@ -232,11 +232,34 @@ class DriftHandler:
     # --- healing ---------------------------------------------------------------------
 
     async def heal(self, stack_id: str) -> StackRecord | None:
-        """Start a heal of the stack's drifted resources that may be healed now."""
-        # The consumer and recheck both heal: one at a time per stack, or both would count
-        # the same attempt and start two updates.
+        """Start a heal of the stack's drifted resources that may be healed now.
+
+        The consumer and recheck of every engine heal: one at a time per stack, or two
+        would count the same attempt and start two updates. In this process a lock makes
+        the others wait; across processes the ``heal:<stack id>`` lease in the database
+        lets one through, and another engine's heal is skipped: the holder reads the
+        drift as stored when it starts, and what is recorded after that is found again
+        by ``recheck`` (level-triggered).
+        """
         async with self._healing.setdefault(stack_id, asyncio.Lock()):
-            return await self._heal(stack_id)
+            lease = f"heal:{stack_id}"
+            now = self.ctx.clock.now()
+            taken = await self.ctx.store.take_lease(
+                lease,
+                self.ctx.engine_id,
+                now=now,
+                # A heal only decides and starts an update: far shorter than this, unless
+                # this engine hangs, when it should not block the others for good.
+                ttl=self.ctx.settings.engine_stale_after,
+                live_after=now - self.ctx.settings.engine_stale_after,
+            )
+            if not taken:
+                log.info("another engine is healing the stack", extra={"stack": stack_id})
+                return None
+            try:
+                return await self._heal(stack_id)
+            finally:
+                await self.ctx.store.release_lease(lease, self.ctx.engine_id)
 
     async def _heal(self, stack_id: str) -> StackRecord | None:
         stack = await self.ctx.store.get_stack(stack_id)

@@ -8,11 +8,15 @@ another process (pids are recycled; boot id and start time tell them apart).
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from pathlib import Path
 
+from converge.ports import Store
 from converge.records import ServiceRecord
+
+log = logging.getLogger("converge.engine.liveness")
 
 PROC = Path("/proc")
 
@@ -49,3 +53,28 @@ def is_dead_here(service: ServiceRecord, host: str) -> bool:
     if service.host != host or service.process_start is None or not can_tell():
         return False
     return process_start(service.pid) != service.process_start
+
+
+async def live_services(
+    store: Store, me: str, now: float, stale_after: float
+) -> list[ServiceRecord]:
+    """The other processes alive now: a heartbeat newer than ``stale_after`` seconds.
+
+    The rows of processes of this host that are gone are removed on the way, so their
+    claims, leases and shares are taken over now rather than when their heartbeat goes
+    stale.
+    """
+    host = host_name()
+    alive: list[ServiceRecord] = []
+    for service in await store.list_services():
+        if service.engine_id == me:
+            continue
+        if is_dead_here(service, host):
+            log.info(
+                "process of this host is gone: taking over its work",
+                extra={"engine_id": service.engine_id, "pid": service.pid},
+            )
+            await store.remove_service(service.engine_id)
+        elif service.heartbeat_at > now - stale_after:
+            alive.append(service)
+    return alive

@@ -110,6 +110,7 @@ class StackOperations:
                     name=name,
                     type=res.implementation_type,
                     deletion_policy=res.deletion_policy,
+                    host=self.ctx.host_for(res.implementation_type),
                 )
                 for name, res in definition.resources.items()
                 if name not in named
@@ -143,6 +144,7 @@ class StackOperations:
                         raise _RowsChanged(name)
                     ids[name] = row.id
                 graph = build_traversal_graph(requirements, ids, existing)
+                graph.pin_hosts({row.id: row.host for row in all_rows if row.host is not None})
                 _built.append(graph)
                 changes = {
                     "action": action,

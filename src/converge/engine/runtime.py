@@ -13,7 +13,8 @@ import uuid
 from collections.abc import Collection
 from typing import Any
 
-from converge.core.states import Status
+from converge.core import shard
+from converge.core.states import Action, Status
 from converge.core.traversal import STACK_NODE, GraphNode
 from converge.engine import liveness
 from converge.engine.check import StackChecker
@@ -23,7 +24,7 @@ from converge.engine.drift import DriftHandler
 from converge.engine.operations import StackOperations
 from converge.engine.settings import EngineSettings
 from converge.engine.worker import Worker
-from converge.errors import ConvergeError, StateError
+from converge.errors import ConvergeError, NotFound, StateError
 from converge.messages import CheckResource, MessageError
 from converge.ports import Bus, Clock, Store
 from converge.records import ServiceRecord, StackRecord
@@ -70,6 +71,7 @@ class Engine:
             settings=settings or EngineSettings(),
             clock=clock or SystemClock(),
             engine_id=engine_id or str(uuid.uuid4()),
+            host=(settings.host if settings is not None else None) or liveness.host_name(),
         )
         self.operations = StackOperations(self.ctx)
         self.worker = Worker(self.ctx, self.operations)
@@ -83,6 +85,10 @@ class Engine:
         # completed): each one is a trigger the edge-triggered path lost. Zero in a healthy
         # run; tests assert it, operators can watch it.
         self.sweeper_rescues = 0
+        # The live engines that share the sweeping (this one, if an engine), by heartbeat.
+        self.sweepers: frozenset[str] = frozenset(
+            {self.ctx.engine_id} if "engine" in self.roles else ()
+        )
         self._started = False
 
     @property
@@ -102,7 +108,6 @@ class Engine:
                 process_start=liveness.process_start(os.getpid()),
             )
         )
-        await self._forget_dead_engines_of_this_host()
         await self._refresh_live_engines()
         if "worker" in self.roles:
             await self.ctx.bus.start(self._on_work)
@@ -185,12 +190,15 @@ class Engine:
     async def start_check(self, stack_id: str) -> StackRecord:
         """Start a CHECK of the stack; it runs as a task of this engine."""
         started = await self.checker.start(stack_id)
+        self._start_check_task(started)
+        return started
+
+    def _start_check_task(self, started: StackRecord) -> None:
         task = asyncio.get_running_loop().create_task(
-            self.checker.run(started), name=f"converge-check-{stack_id}"
+            self.checker.run(started), name=f"converge-check-{started.id}"
         )
         self._checks.add(task)
         task.add_done_callback(self._checks.discard)
-        return started
 
     def handle_drift(self) -> asyncio.Task[None]:
         """Also run drift handling's passes (``converge serve``): heals gathered from the
@@ -219,17 +227,29 @@ class Engine:
     # --- level-triggered safety net ----------------------------------------------------
 
     async def sweep(self) -> None:
-        """Re-send ready nodes that no worker holds; time out overdue operations.
+        """Re-send ready nodes that no worker holds; time out overdue operations; take
+        over checks whose engine died.
 
-        A node is re-sent only when it was found pending by two sweeps in a row, so work
-        merely queued is not duplicated (duplicates would be harmless, only wasteful); a
-        traversal whose sinks have all reported is likewise completed on the second sweep
-        that finds it open, leaving its last worker the time to complete it.
+        Each live engine sweeps only the stacks that hash to it (``core.shard`` over the
+        live engines), so N engines do not re-send the same work N times; when one dies,
+        its stacks hash to the survivors once its heartbeat is stale. A node is re-sent
+        only when it was found pending by two sweeps in a row, so work merely queued is not
+        duplicated (duplicates would be harmless, only wasteful), and never while its row
+        is claimed by a live engine (a long action is running there); a traversal whose
+        sinks have all reported is likewise completed on the second sweep that finds it
+        open, leaving its last worker the time to complete it.
         """
+        if self.engine_id not in self.sweepers:
+            return  # a process without the engine role has no share
         pending_now: set[tuple[str, GraphNode]] = set()
         stacks = await self.ctx.store.list_stacks(None)
         for stack in stacks:
             if stack.status != Status.IN_PROGRESS or not stack.current_traversal:
+                continue
+            if shard.owner(stack.id, self.sweepers) != self.engine_id:
+                continue
+            if stack.action == Action.CHECK:
+                await self._sweep_check(stack, pending_now)
                 continue
             traversal = stack.current_traversal
             if stack.deadline is not None and self.ctx.clock.now() >= stack.deadline:
@@ -255,10 +275,40 @@ class Engine:
                 if key in self.ctx.inflight:
                     continue
                 pending_now.add(key)
-                if key in self._last_pending:
+                if key in self._last_pending and not await self._claimed_elsewhere(node):
                     self._rescued(stack, node)
                     await self.ctx.send_check(stack.id, traversal, node)
         self._last_pending = pending_now
+
+    async def _is_checking(self, stack_id: str) -> bool:
+        try:
+            stack = await self.ctx.store.get_stack(stack_id)
+        except NotFound:
+            return False
+        return stack.action == Action.CHECK and stack.status == Status.IN_PROGRESS
+
+    async def _claimed_elsewhere(self, node: GraphNode) -> bool:
+        """Whether another live engine holds the node's row: it is acting on it."""
+        row = await self.ctx.store.get_resource(node.resource_id)
+        if row is None or row.engine_id is None or row.engine_id == self.engine_id:
+            return False
+        return row.engine_id in self.ctx.live_engines
+
+    async def _sweep_check(
+        self, stack: StackRecord, pending_now: set[tuple[str, GraphNode]]
+    ) -> None:
+        """A CHECK found in progress by two sweeps in a row is taken over when no live
+        engine holds it (its engine died or stopped): it runs again here."""
+        key = (stack.current_traversal, STACK_NODE)
+        pending_now.add(key)
+        if key not in self._last_pending or self.checker.is_running(stack.id):
+            return
+        if stack.owner_id is not None and await self._is_checking(stack.owner_id):
+            return  # checked as part of its owner's check, taken over with it
+        resumed = await self.checker.take_over(stack.id)
+        if resumed is not None:
+            self._rescued(stack, STACK_NODE)
+            self._start_check_task(resumed)
 
     def _rescued(self, stack: StackRecord, node: GraphNode) -> None:
         self.sweeper_rescues += 1
@@ -266,24 +316,20 @@ class Engine:
 
     async def _heartbeat(self) -> None:
         await self.ctx.store.heartbeat(self.engine_id, self.ctx.clock.now())
-        await self._forget_dead_engines_of_this_host()
         await self._refresh_live_engines()
 
-    async def _forget_dead_engines_of_this_host(self) -> None:
-        """Remove the service rows of engines that ran here and whose process is gone, so
-        their claims are taken over now rather than when their heartbeat goes stale."""
-        host = liveness.host_name()
-        for service in await self.ctx.store.list_services():
-            if service.engine_id != self.engine_id and liveness.is_dead_here(service, host):
-                log.info(
-                    "engine of this host is gone: taking over its claims",
-                    extra={"engine_id": service.engine_id, "pid": service.pid},
-                )
-                await self.ctx.store.remove_service(service.engine_id)
-
     async def _refresh_live_engines(self) -> None:
-        since = self.ctx.clock.now() - self.ctx.settings.engine_stale_after
-        self.ctx.live_engines = await self.ctx.store.live_engines(since) | {self.engine_id}
+        """Who is alive: whose claims stand (any role) and who shares the sweeping (the
+        engines)."""
+        alive = await liveness.live_services(
+            self.ctx.store,
+            self.engine_id,
+            self.ctx.clock.now(),
+            self.ctx.settings.engine_stale_after,
+        )
+        self.ctx.live_engines = {self.engine_id, *(s.engine_id for s in alive)}
+        mine = {self.engine_id} if "engine" in self.roles else set()
+        self.sweepers = frozenset({*mine, *(s.engine_id for s in alive if "engine" in s.roles)})
 
     async def _every(self, interval: float, job: Any) -> None:
         while True:

@@ -29,6 +29,9 @@ class EngineSettings:
     # Local::* types (files, directories, processes on this machine): on for the CLI; a
     # server taking templates from the network turns them on only by configuration.
     enable_local_types: bool = True
+    # The name of this machine for work bound to a host (``Local::*``: their rows record
+    # it, and their work goes to its queue on the broker); None: its host name.
+    host: str | None = None
     project_id: str = "default"
     # Drift handling (engine.drift): heal backoff, and how often recorded drift and drift
     # seen while a stack was busy are looked at again.

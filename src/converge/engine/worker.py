@@ -490,6 +490,7 @@ class Worker:
                 type=resource.implementation_type,
                 deletion_policy=resource.deletion_policy,
                 replaces=old.id,
+                host=old.host,  # made where the old one lives, by a worker of that host
             ),
             {},
         )

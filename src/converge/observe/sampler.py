@@ -72,8 +72,12 @@ class Sampler:
         publish: Publish,
         clock: Clock,
         settings: EngineSettings,
+        is_mine: Callable[[], bool] = lambda: True,
     ) -> None:
         self.type_name = type_name
+        # Whether this observer samples the type now (``observe.membership``): the loop
+        # idles while another observer owns it.
+        self._is_mine = is_mine
         self.plugin = plugin
         self._entities = entities
         self._publish = publish
@@ -254,11 +258,22 @@ class Sampler:
         self._hinted.set()
 
     async def run(self) -> None:
-        """Sample every ``interval``, and the hinted entities in between, until cancelled."""
+        """Sample every ``interval``, and the hinted entities in between, until cancelled.
+
+        While another observer owns the type, the loop only looks every heartbeat interval
+        whether it still does; a type gained is sampled fully at once.
+        """
         next_full = self._clock.now()
         try:
             while True:
                 self._heartbeat = now = self._clock.now()
+                if not self._is_mine():
+                    await self.stop_watch()
+                    self._hints.clear()
+                    self._hinted.clear()
+                    next_full = now
+                    await self._clock.sleep(self._settings.heartbeat_interval)
+                    continue
                 if now >= next_full:
                     next_full = now + self.interval
                     await self._quietly(None)

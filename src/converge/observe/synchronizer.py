@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections import defaultdict
 
@@ -19,6 +20,7 @@ from converge.engine.settings import EngineSettings
 from converge.errors import NotFound
 from converge.messages import ChangeNotification
 from converge.observe.hub import NotificationHub, Subscription
+from converge.observe.membership import Membership
 from converge.observe.sampler import Sampler, SamplerStatus
 from converge.ports import Bus, Clock, Store
 from converge.resources.registry import PluginRegistry
@@ -36,12 +38,19 @@ class Synchronizer:
         registry: PluginRegistry,
         clock: Clock,
         settings: EngineSettings | None = None,
+        *,
+        observer_id: str | None = None,
     ) -> None:
+        """``observer_id``: the service row (with the ``observer`` role) that other
+        observers see this one by; with it the types are divided among the live observers,
+        without it this synchronizer samples them all."""
         self._bus = bus
         self._clock = clock
         self._settings = settings or EngineSettings()
         self.entities = store.entities
         self._hub = NotificationHub(bus)
+        # The types are divided among the live observers of the database.
+        self.membership = Membership(store, clock, self._settings, observer_id)
         self._samplers = {
             name: Sampler(
                 name,
@@ -50,6 +59,7 @@ class Synchronizer:
                 self._publish,
                 clock,
                 self._settings,
+                is_mine=functools.partial(self.membership.owns, name),
             )
             for name in registry.type_names()
         }
@@ -58,10 +68,15 @@ class Synchronizer:
     # --- lifecycle -----------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Run every sampler in the background until ``stop``."""
+        """Join the live observers and run the samplers of this one's share of the types
+        in the background until ``stop``."""
         if self._tasks:
             return
-        self._tasks = [sampler.start() for sampler in self._samplers.values()]
+        await self.membership.refresh()
+        self._tasks = [
+            asyncio.create_task(self.membership.follow(), name="converge-observers"),
+            *(sampler.start() for sampler in self._samplers.values()),
+        ]
 
     async def stop(self) -> None:
         """Stop the samplers and their watches; open subscriptions end."""

@@ -176,6 +176,9 @@ class ResourcePlugin(ABC):
     never_updates: ClassVar[bool] = False
     # Attribute names beyond the declared ones are accepted (a group's ``resource.N.attr``).
     open_attributes: ClassVar[bool] = False
+    # The real thing exists on one machine only (a file, a process): only a worker on the
+    # host that made it can act on it, so its work goes to that host's queue.
+    bound_to_host: ClassVar[bool] = False
     # Python packages the type needs that converge installs only with an extra, as
     # {module: extra}: a missing one is an install hint at validation, not a plugin bug.
     requires_packages: ClassVar[Mapping[str, str]] = {}

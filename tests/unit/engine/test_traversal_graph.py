@@ -144,3 +144,15 @@ def test_any_acyclic_template_gives_an_acyclic_traversal(
     for r in existing:
         if U(r.id) in graph:
             assert U(r.id) in graph.predecessors_of(C(r.id))
+
+
+def test_the_hosts_of_bound_resources_travel_with_the_graph() -> None:
+    graph = build_traversal_graph({"f": [], "n": ["f"]}, {"f": 1, "n": 2}, [])
+    graph.pin_hosts({1: "alpha", 99: "not-in-this-graph"})
+    assert graph.host_of(U(1)) == "alpha" and graph.host_of(C(1)) == "alpha"
+    assert graph.host_of(U(2)) is None
+    again = TraversalGraph.decode(graph.encode())
+    assert again.hosts == {1: "alpha"}
+    assert again.host_of(U(1)) == "alpha"
+    # a graph with no bound resource is stored as before
+    assert "hosts" not in build_traversal_graph({"n": []}, {"n": 2}, []).encode()

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import sqlalchemy as sa
 from alembic import command
@@ -33,7 +33,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from converge.adapters import json_codec
-from converge.adapters.sql import state_file
+from converge.adapters.sql import leases, state_file
 from converge.adapters.sql import tables as t
 from converge.adapters.sql.entities import EntityStore
 from converge.adapters.sql.migrations import SCHEMA_HEAD, SCHEMA_REVISIONS
@@ -54,6 +54,9 @@ from converge.records import (
     built,
 )
 from converge.sqlite_inline import Busy, InlineSqlite
+
+if TYPE_CHECKING:  # psycopg comes with the postgres extra only: imported when used
+    from converge.adapters.sql.postgres_hot import PostgresHotPath
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -169,6 +172,8 @@ class SqlStore:
         # per transaction). PostgreSQL: connections come from the pool, which checks them.
         self._held = threading.local()
         self._hot = SqliteHotPath() if self.is_sqlite else None
+        # PostgreSQL: the check's statements on psycopg, one round trip each.
+        self._pg = _postgres_hot_path(engine)
         # SQLite file: the short transactions of a resource check run inline, on the
         # caller's thread, whenever the write lock is free (see ``_short``).
         database = engine.url.database if self.is_sqlite else None
@@ -294,6 +299,8 @@ class SqlStore:
         await loop.run_in_executor(None, functools.partial(self._executor.shutdown, wait=True))
         if self._inline is not None:
             self._inline.close()
+        if self._pg is not None:
+            await self._pg.close()
         self._engine.dispose()
 
     def _release_held(self) -> None:
@@ -555,6 +562,8 @@ class SqlStore:
             ) from exc
 
     async def get_stack(self, stack_id: str) -> StackRecord:
+        if self._pg is not None:
+            return _stack_found(await self._pg.stack(stack_id), stack_id)
         return await self._short(self._stack_by_id, stack_id)
 
     def _stack_by_id(self, conn: Conn, stack_id: str) -> StackRecord:
@@ -564,15 +573,16 @@ class SqlStore:
         else:
             assert isinstance(conn, Connection)
             row = conn.execute(_SELECT_STACK, {"stack_id": stack_id}).one_or_none()
-        if row is None:
-            raise NotFound(f"stack {stack_id} not found")
-        return _stack_record(row)
+        return _stack_found(row, stack_id)
 
     async def find_stack(
         self, name_or_id: str, project_id: str, *, include_deleted: bool = False
     ) -> StackRecord:
         # Every API request that names a stack starts here: a short transaction, run
         # inline on SQLite (see ``_short``) with a statement built once.
+        if self._pg is not None:
+            row = await self._pg.find_stack(name_or_id, project_id, include_deleted)
+            return _stack_found(row, repr(name_or_id))
         return await self._short(self._find_stack, name_or_id, project_id, include_deleted)
 
     def _find_stack(
@@ -585,9 +595,7 @@ class SqlStore:
             assert isinstance(conn, Connection)
             query = _FIND_STACK if include_deleted else _FIND_LIVE_STACK
             row = conn.execute(query, {"project_id": project_id, "name_or_id": name_or_id}).first()
-        if row is None:
-            raise NotFound(f"stack {name_or_id!r} not found")
-        return _stack_record(row)
+        return _stack_found(row, repr(name_or_id))
 
     async def list_stacks(
         self, project_id: str | None = None, *, include_deleted: bool = False
@@ -808,6 +816,9 @@ class SqlStore:
             return set(conn.execute(query.distinct()).scalars())
 
     async def get_resource(self, resource_id: int) -> ResourceRecord | None:
+        if self._pg is not None:
+            row = await self._pg.resource(resource_id)
+            return None if row is None else _resource_record(row)
         return await self._short(self._resource_by_id, resource_id)
 
     def _resource_by_id(self, conn: Conn, resource_id: int) -> ResourceRecord | None:
@@ -824,6 +835,17 @@ class SqlStore:
     ) -> tuple[StackRecord, ResourceRecord | None, list[Report]]:
         """Everything a worker reads before deciding: stack, resource, sync point reports
         (none read when ``with_reports`` is False: a node that waits for nothing)."""
+        if self._pg is not None:
+            stack, row, found = await self._pg.load_for_check(
+                stack_id,
+                node.resource_id,
+                node.is_update,
+                traversal_id,
+                with_reports,
+            )
+            reports = [Report(sender, is_update, data) for sender, is_update, data in found]
+            resource = None if row is None else _resource_record(row)
+            return _stack_found(stack, stack_id), resource, reports
         return await self._short(self._load_for_check, stack_id, node, traversal_id, with_reports)
 
     def _load_for_check(
@@ -858,6 +880,10 @@ class SqlStore:
         Returns the row as written: read back, or, given ``current`` (the row as read
         at ``expected_key``), ``current`` with the changes applied, saving the read.
         """
+        if self._pg is not None:
+            return await self._pg_update_resource(
+                resource_id, expected_key, changes, events, stack_id, current
+            )
         return await self._short(
             self._update_resource, resource_id, expected_key, changes, events, stack_id, current
         )
@@ -882,12 +908,48 @@ class SqlStore:
             return _merged(current, changes, expected_key + 1)
         return self._resource_by_id(conn, resource_id)
 
-    def _cas_resource(
-        self, conn: Conn, resource_id: int, expected_key: int, changes: Mapping[str, Any]
-    ) -> bool:
+    async def _pg_update_resource(
+        self,
+        resource_id: int,
+        expected_key: int,
+        changes: Mapping[str, Any],
+        events: Sequence[NewEvent],
+        stack_id: str | None,
+        current: ResourceRecord | None,
+    ) -> ResourceRecord | None:
+        """``update_resource`` on PostgreSQL: one statement (see ``postgres_hot``)."""
+        assert self._pg is not None
+        changes = dict(changes)
+        changes.setdefault("updated_at", self._clock())
+        merge = current is not None and current.atomic_key == expected_key
+        now = self._clock()
+        won, row = await self._pg.update_resource(
+            resource_id,
+            expected_key,
+            self._cas_values(expected_key, changes),
+            stack_id,
+            _event_rows(stack_id or "", events, now),
+            now,
+            read_back=not merge,
+        )
+        if not won:
+            return None
+        if merge:
+            assert current is not None
+            return _merged(current, changes, expected_key + 1)
+        return _resource_record(row)
+
+    def _cas_values(self, expected_key: int, changes: Mapping[str, Any]) -> dict[str, Any]:
+        """The columns a resource compare-and-swap writes (the key taken, the time)."""
         values = {key: _column_value(value) for key, value in changes.items()}
         values["atomic_key"] = expected_key + 1
         values.setdefault("updated_at", self._clock())
+        return values
+
+    def _cas_resource(
+        self, conn: Conn, resource_id: int, expected_key: int, changes: Mapping[str, Any]
+    ) -> bool:
+        values = self._cas_values(expected_key, changes)
         raw = self._raw(conn)
         if raw is not None and self._hot is not None:
             return self._hot.cas_resource(raw, resource_id, expected_key, values)
@@ -992,6 +1054,20 @@ class SqlStore:
         ``kept_if_superseded``: a row to delete is kept with these changes instead when
         the traversal is no longer current (the newer one may have chosen the row).
         """
+        if self._pg is not None:
+            return await self._pg_finish_node(
+                stack_id,
+                traversal_id,
+                sender,
+                resource_id,
+                expected_key,
+                changes,
+                delete_resource,
+                events,
+                reports,
+                expected_counts,
+                kept_if_superseded,
+            )
         return await self._short(
             self._finish_node,
             stack_id,
@@ -1044,6 +1120,51 @@ class SqlStore:
         ready = self._report(conn, stack_id, traversal_id, sender, reports, expected_counts)
         current = self._current_traversal(conn, stack_id)
         return True, ready, current or ""
+
+    async def _pg_finish_node(
+        self,
+        stack_id: str,
+        traversal_id: str,
+        sender: GraphNode,
+        resource_id: int | None,
+        expected_key: int | None,
+        changes: Mapping[str, Any] | None,
+        delete_resource: bool,
+        events: Sequence[NewEvent],
+        reports: Mapping[GraphNode, Mapping[str, Any]],
+        expected_counts: Mapping[GraphNode, int],
+        kept_if_superseded: Mapping[str, Any] | None,
+    ) -> tuple[bool, list[GraphNode], str]:
+        """``finish_node`` on PostgreSQL: one statement (see ``postgres_hot``)."""
+        assert self._pg is not None
+        row = None
+        if resource_id is not None and expected_key is not None:
+            row = (resource_id, expected_key)
+        key = expected_key or 0  # the values are written only with a row
+        now = self._clock()
+        stored, ready, current = await self._pg.finish_node(
+            stack_id=stack_id,
+            traversal_id=traversal_id,
+            sender=(sender.resource_id, sender.is_update),
+            resource=row,
+            values=None if changes is None else self._cas_values(key, changes),
+            delete=delete_resource,
+            kept=(
+                None if kept_if_superseded is None else self._cas_values(key, kept_if_superseded)
+            ),
+            events=_event_rows(stack_id, events, now),
+            targets=[
+                (
+                    target.resource_id,
+                    target.is_update,
+                    dict(reports[target]),
+                    expected_counts.get(target, 0),
+                )
+                for target in sorted(reports)
+            ],
+            now=now,
+        )
+        return stored, [GraphNode(rid, upd) for rid, upd in ready], current
 
     def _delete_resource(self, conn: Conn, resource_id: int, expected_key: int) -> bool:
         raw = self._raw(conn)
@@ -1141,6 +1262,8 @@ class SqlStore:
         return int(conn.execute(_COUNT_REPORTS, _sync_point(traversal_id, target)).scalar_one())
 
     async def count_reports(self, traversal_id: str, target: GraphNode) -> int:
+        if self._pg is not None:
+            return await self._pg.count_reports(traversal_id, target.resource_id, target.is_update)
         return await self._short(self._count_reports, traversal_id, target)
 
     async def reported_senders(self, traversal_id: str) -> set[GraphNode]:
@@ -1167,26 +1290,16 @@ class SqlStore:
     # --- events ----------------------------------------------------------------------
 
     async def add_events(self, stack_id: str, events: Sequence[NewEvent]) -> None:
-        if events:
+        if events and self._pg is not None:
+            now = self._clock()
+            await self._pg.add_events(stack_id, _event_rows(stack_id, events, now), now)
+        elif events:
             await self._short(self._add_events, stack_id, events)
 
     def _add_events(self, conn: Conn, stack_id: str, events: Sequence[NewEvent]) -> None:
         if not events:
             return
-        now = self._clock()
-        rows = [
-            {
-                "stack_id": stack_id,
-                "resource_name": event.resource_name,
-                "physical_resource_id": event.physical_resource_id,
-                "resource_type": event.resource_type,
-                "action": event.action,
-                "status": event.status,
-                "reason": event.reason,
-                "created_at": now,
-            }
-            for event in events
-        ]
+        rows = _event_rows(stack_id, events, self._clock())
         raw = self._raw(conn)
         if raw is not None and self._hot is not None:
             self._hot.add_events(raw, rows)
@@ -1302,8 +1415,56 @@ class SqlStore:
                 ).scalars()
             )
 
+    # --- leases (converge.adapters.sql.leases) ----------------------------------------
+
+    async def take_lease(
+        self, name: str, holder: str, *, now: float, ttl: float | None, live_after: float
+    ) -> bool:
+        return await self._run(
+            self._in_tx,
+            lambda conn: leases.take(conn, name, holder, now=now, ttl=ttl, live_after=live_after),
+        )
+
+    async def release_lease(self, name: str, holder: str) -> None:
+        await self._run(self._in_tx, lambda conn: leases.give_back(conn, name, holder))
+
 
 # --- helpers -------------------------------------------------------------------------
+
+
+def _postgres_hot_path(engine: Engine) -> PostgresHotPath | None:
+    """The PostgreSQL statements of a check (None on SQLite); psycopg is imported only
+    here, as it is installed only with the ``postgres`` extra."""
+    if engine.dialect.name != "postgresql":
+        return None
+    from converge.adapters.sql.postgres_hot import PostgresHotPath
+
+    url = engine.url.set(drivername="postgresql")
+    # As many connections as SQLAlchemy's pool keeps: the same concurrency either way.
+    size = engine.pool.size() if hasattr(engine.pool, "size") else 4
+    return PostgresHotPath(url.render_as_string(hide_password=False), size)
+
+
+def _event_rows(stack_id: str, events: Sequence[NewEvent], now: float) -> list[dict[str, Any]]:
+    return [
+        {
+            "stack_id": stack_id,
+            "resource_name": event.resource_name,
+            "physical_resource_id": event.physical_resource_id,
+            "resource_type": event.resource_type,
+            "action": event.action,
+            "status": event.status,
+            "reason": event.reason,
+            "created_at": now,
+        }
+        for event in events
+    ]
+
+
+def _stack_found(row: Any | None, name: str) -> StackRecord:
+    if row is None:
+        raise NotFound(f"stack {name} not found")
+    return _stack_record(row)
 
 
 def _alembic_config() -> Config:
@@ -1452,6 +1613,7 @@ def _new_resource_row(stack_id: str, new: NewResource, now: float) -> dict[str, 
         "plugin_data": {},
         "attr_data": {},
         "deletion_policy": new.deletion_policy,
+        "host": new.host,
         "hook_pending": None,
         "cleared_hooks": [],
         "drift_status": "NOT_CHECKED",
@@ -1536,5 +1698,6 @@ def _resource_record(row: Any) -> ResourceRecord:
             heal_last_at=row.heal_last_at,
             heal_next_at=row.heal_next_at,
             drift_checked_at=row.drift_checked_at,
+            host=row.host,
         ),
     )

@@ -97,6 +97,8 @@ resource = Table(
     Column("heal_last_at", Float, nullable=True),
     Column("heal_next_at", Float, nullable=True),
     Column("drift_checked_at", Float, nullable=True),
+    # 0009: the machine the real thing lives on, for types bound to their host
+    Column("host", String(255), nullable=True),
     Index("ix_resource_stack", "stack_id"),
 )
 
@@ -154,4 +156,16 @@ service = Table(
     Column("heartbeat_at", Float, nullable=False),
     # Which process the pid was ("<boot id>:<start ticks>"): a pid alone is recycled.
     Column("process_start", String(80), nullable=True),
+)
+
+# 0008: a named lease (``heal:<stack>``, ``check:<stack>``) that one process holds at a
+# time across every process of the database: taken by compare-and-swap, free again when
+# released, when it expires, or when its holder's heartbeat went stale.
+lease = Table(
+    "lease",
+    metadata,
+    Column("name", String(80), primary_key=True),
+    Column("holder", String(36), nullable=False),
+    # None: held for as long as the holder lives
+    Column("expires_at", Float, nullable=True),
 )

@@ -57,6 +57,7 @@ from converge.resources.local.paths import (
 
 class LocalDirectory(ResourcePlugin):
     type_name = "Local::Directory"
+    bound_to_host = True
     description = "A directory on this machine, inside the allowed roots."
     properties_schema = {
         "path": PropertySchema(

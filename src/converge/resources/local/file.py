@@ -56,6 +56,7 @@ from converge.resources.local.paths import (
 
 class LocalFile(ResourcePlugin):
     type_name = "Local::File"
+    bound_to_host = True
     description = "A text file on this machine, inside the allowed roots."
     properties_schema = {
         "path": PropertySchema(

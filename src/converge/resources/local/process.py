@@ -49,6 +49,7 @@ DEFAULT_READY_TIMEOUT = 30.0
 
 class LocalProcess(ResourcePlugin):
     type_name = "Local::Process"
+    bound_to_host = True
     description = "A long-running process on this machine, started detached from converge."
     properties_schema = {
         "command": PropertySchema(

@@ -1,0 +1,395 @@
+"""The statements of a resource check on PostgreSQL, run on psycopg 3 directly.
+
+Through SQLAlchemy a check cost about twenty round trips on PostgreSQL: three
+transactions (read, claim, finish), each with a pool checkout that pings the server, a
+BEGIN, one statement per table touched and a COMMIT, each handed to a store thread and
+back. Here each of them is one statement, run from the event loop on an async connection
+in autocommit mode (``postgres_pool``): the read is one SELECT whose
+sub-selects return the stack, the row and the reports as JSON; a claim is one
+``UPDATE … RETURNING`` whose events are inserted by a CTE only when the compare-and-swap
+won; a finish is one statement that writes the row, its events, its reports and the
+successors' counters, and says which successors are now ready. One statement is one
+snapshot and one atomic commit, so what SQLAlchemy's transactions guaranteed still holds.
+Statements are prepared on their first use (``prepare_threshold=0``).
+
+``tables.py`` stays the one schema: columns and JSON columns are read from it, and rows
+come back with the attributes of SQLAlchemy's rows, so ``store.py`` makes records of them
+with the same code. The contract tests run every store operation on this path, on
+SQLAlchemy's and on SQLite's against the same expectations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import namedtuple
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from psycopg.types.json import set_json_loads
+
+from converge.adapters import json_codec
+from converge.adapters.sql import tables as t
+from converge.adapters.sql.postgres_pool import Connection, LoopConnections
+from converge.errors import StoreError
+
+
+class _Rows:
+    """A table's columns read as one ``row_to_json`` value, given back as a named tuple."""
+
+    def __init__(self, table: sa.Table, *, skip: Sequence[str] = ()) -> None:
+        self.columns = [c.name for c in table.c if c.name not in skip]
+        self.row_type = namedtuple(f"{table.name}_pg_row", self.columns)  # type: ignore[misc]
+
+    def row(self, values: Mapping[str, Any] | None) -> Any | None:
+        return None if values is None else self.row_type(**values)
+
+
+_STACK = _Rows(t.stack, skip=["current_deps"])  # the graph can be megabytes: never here
+_RESOURCE = _Rows(t.resource)
+
+_STACK_JSON = (
+    f"(SELECT row_to_json(s) FROM (SELECT {', '.join(_STACK.columns)} FROM stack "
+    "WHERE id = %(stack_id)s) s)"
+)
+_RESOURCE_JSON = "(SELECT row_to_json(r) FROM resource r WHERE r.id = %(resource_id)s)"
+_SELECT_STACK = f"SELECT {_STACK_JSON}"
+_SELECT_RESOURCE = f"SELECT {_RESOURCE_JSON}"
+_SYNC_POINT = (
+    "traversal_id = %(traversal_id)s AND target_resource_id = %(target_id)s "
+    "AND target_is_update = %(target_is_update)s"
+)
+_REPORTS_JSON = (
+    "(SELECT json_agg(json_build_array(sender_resource_id, sender_is_update, data)) "
+    f"FROM sync_report WHERE {_SYNC_POINT})"
+)
+_FIND_STACK = (
+    f"SELECT row_to_json(s) FROM (SELECT {', '.join(_STACK.columns)} FROM stack "
+    "WHERE project_id = %(project_id)s AND (name = %(name_or_id)s OR id = %(name_or_id)s)"
+    "{live} ORDER BY created_at DESC LIMIT 1) s"
+)
+_EVENT_COLUMNS = [c.name for c in t.event.c if c.name not in ("id", "stack_id", "created_at")]
+# Events come as one JSON array: any number of them, one statement text to prepare.
+_EVENTS_FROM_JSON = (
+    f"SELECT %(stack_id)s, {', '.join(f'e.{c}' for c in _EVENT_COLUMNS)}, %(now)s "
+    f"FROM json_to_recordset(%(events)s::json) AS e("
+    + ", ".join(f"{c} text" for c in _EVENT_COLUMNS)
+    + ")"
+)
+_INSERT_EVENTS = (
+    f"INSERT INTO event (stack_id, {', '.join(_EVENT_COLUMNS)}, created_at) {_EVENTS_FROM_JSON}"
+)
+
+
+class PostgresHotPath:
+    """The hot statements, each one round trip on a connection of the running loop."""
+
+    def __init__(self, conninfo: str, size: int) -> None:
+        self._conninfo = conninfo
+        self._size = size
+        self._pools: dict[asyncio.AbstractEventLoop, LoopConnections] = {}
+        self._statements: dict[tuple[Any, ...], str] = {}
+
+    def _pool(self) -> LoopConnections:
+        loop = asyncio.get_running_loop()
+        pool = self._pools.get(loop)
+        if pool is None:
+            for other in [other for other in self._pools if other.is_closed()]:
+                self._pools.pop(other).close_from_elsewhere()
+            pool = self._pools[loop] = LoopConnections(self._conninfo, self._size, _configure)
+        return pool
+
+    async def close(self) -> None:
+        """Close every connection: this loop's once their statements end, other loops'
+        idle ones at once."""
+        pools, self._pools = self._pools, {}
+        loop = asyncio.get_running_loop()
+        for owner, pool in pools.items():
+            if owner is loop:
+                await pool.close()
+            else:
+                pool.close_from_elsewhere()
+
+    async def _one(self, sql: str, params: Mapping[str, Any]) -> tuple[Any, ...] | None:
+        async with self._pool().connection() as conn:
+            cursor = await conn.execute(sql, params)
+            return await cursor.fetchone()
+
+    async def _read(self, sql: str, params: Mapping[str, Any]) -> tuple[Any, ...] | None:
+        """A read: tried again once on a lost connection (one the server dropped since its
+        last use, after a restart). Writes are not: one may have committed before the
+        connection was lost, and it is the caller's compare-and-swap to decide."""
+        try:
+            return await self._one(sql, params)
+        except StoreError:
+            return await self._one(sql, params)
+
+    async def _write(self, sql: str, params: Mapping[str, Any]) -> None:
+        async with self._pool().connection() as conn:
+            await conn.execute(sql, params)
+
+    def _statement(self, key: tuple[Any, ...], build: Callable[[], str]) -> str:
+        sql = self._statements.get(key)
+        if sql is None:
+            sql = self._statements[key] = build()
+        return sql
+
+    # --- reads -------------------------------------------------------------------------
+
+    async def stack(self, stack_id: str) -> Any | None:
+        found = await self._read(_SELECT_STACK, {"stack_id": stack_id})
+        return None if found is None else _STACK.row(found[0])
+
+    async def find_stack(
+        self, name_or_id: str, project_id: str, include_deleted: bool
+    ) -> Any | None:
+        """The project's newest stack with this name or id (live ones only, unless asked)."""
+        live = "" if include_deleted else " AND deleted_marker = ''"
+        sql = self._statement(("find", live), lambda: _FIND_STACK.replace("{live}", live))
+        found = await self._read(sql, {"project_id": project_id, "name_or_id": name_or_id})
+        return None if found is None else _STACK.row(found[0])
+
+    async def resource(self, resource_id: int) -> Any | None:
+        found = await self._read(_SELECT_RESOURCE, {"resource_id": resource_id})
+        return None if found is None else _RESOURCE.row(found[0])
+
+    async def load_for_check(
+        self,
+        stack_id: str,
+        resource_id: int,
+        is_update: bool,
+        traversal_id: str,
+        with_reports: bool,
+    ) -> tuple[Any | None, Any | None, list[tuple[int, bool, Any]]]:
+        """Stack, resource row and the node's reports, read in one snapshot."""
+        columns = [_STACK_JSON, _RESOURCE_JSON] + ([_REPORTS_JSON] if with_reports else [])
+        sql = self._statement(("load", with_reports), lambda: f"SELECT {', '.join(columns)}")
+        found = await self._read(
+            sql,
+            {
+                "stack_id": stack_id,
+                "resource_id": resource_id,
+                "traversal_id": traversal_id,
+                "target_id": resource_id,
+                "target_is_update": is_update,
+            },
+        )
+        assert found is not None  # a SELECT of sub-selects always has its one row
+        reports = found[2] if with_reports and found[2] else []
+        return (
+            _STACK.row(found[0]),
+            _RESOURCE.row(found[1]),
+            [(sender, bool(upd), data) for sender, upd, data in reports],
+        )
+
+    async def count_reports(self, traversal_id: str, resource_id: int, is_update: bool) -> int:
+        found = await self._read(
+            f"SELECT count(*) FROM sync_report WHERE {_SYNC_POINT}",
+            {"traversal_id": traversal_id, "target_id": resource_id, "target_is_update": is_update},
+        )
+        return 0 if found is None else int(found[0])
+
+    # --- writes ------------------------------------------------------------------------
+
+    async def add_events(
+        self, stack_id: str, events: Sequence[Mapping[str, Any]], now: float
+    ) -> None:
+        if events:
+            await self._write(_INSERT_EVENTS, _event_params(stack_id, events, now))
+
+    async def update_resource(
+        self,
+        resource_id: int,
+        expected_key: int,
+        values: Mapping[str, Any],
+        stack_id: str | None,
+        events: Sequence[Mapping[str, Any]],
+        now: float,
+        *,
+        read_back: bool,
+    ) -> tuple[bool, Any | None]:
+        """Compare-and-swap the row (``values`` are its new columns) and add ``events``
+        only if it won; (won, the row as written when ``read_back``)."""
+        names = tuple(values)
+        with_events = bool(events and stack_id)
+        sql = self._statement(
+            ("cas", names, with_events, read_back),
+            lambda: _cas_statement(names, with_events, read_back),
+        )
+        params = _cas_params(resource_id, expected_key, values)
+        if with_events:
+            assert stack_id is not None
+            params.update(_event_params(stack_id, events, now))
+        found = await self._one(sql, params)
+        if found is None:
+            return False, None
+        return True, _RESOURCE.row(found[0]) if read_back else None
+
+    async def finish_node(
+        self,
+        *,
+        stack_id: str,
+        traversal_id: str,
+        sender: tuple[int, bool],
+        resource: tuple[int, int] | None,
+        values: Mapping[str, Any] | None,
+        delete: bool,
+        kept: Mapping[str, Any] | None,
+        events: Sequence[Mapping[str, Any]],
+        targets: Sequence[tuple[int, bool, Mapping[str, Any], int]],
+        now: float,
+    ) -> tuple[bool, list[tuple[int, bool]], str]:
+        """Store a node's result and report it to its successors in one statement.
+
+        ``resource``: (id, expected key) to write, with ``values`` (compare-and-swap) or
+        ``delete``; ``kept``: with ``delete``, the values written instead of deleting when
+        the stack's current traversal is no longer ``traversal_id``. ``targets``:
+        (resource id, is update, report data, expected count), in the order every sender
+        uses (counters are locked in that order: no deadlock). Returns (stored, the
+        targets now ready, the stack's current traversal), as ``SqlStore.finish_node``.
+        """
+        written = kept if delete and kept is not None else None if delete else values
+        mode = _finish_mode(resource is not None, delete, kept is not None, values is not None)
+        names = tuple(written or ())
+        sql = self._statement(("finish", mode, names), lambda: _finish_statement(mode, names))
+        params: dict[str, Any] = {
+            "stack_id": stack_id,
+            "traversal_id": traversal_id,
+            "sender_id": sender[0],
+            "sender_is_update": sender[1],
+            "targets": json_codec.dumps(
+                [
+                    {"rid": rid, "upd": upd, "data": data, "expected": expected, "pos": pos}
+                    for pos, (rid, upd, data, expected) in enumerate(targets)
+                ]
+            ),
+        }
+        params.update(_event_params(stack_id, events, now))
+        if resource is not None:
+            params.update(_cas_params(resource[0], resource[1], written or {}))
+        found = await self._one(sql, params)
+        assert found is not None  # the final SELECT always has its one row
+        stored, current, new, counted, received = found
+        if not stored:
+            return False, [], ""
+        is_new = {(rid, bool(upd)) for rid, upd in new or ()}
+        counts = {(rid, bool(upd)): n for rid, upd, n in counted or ()}
+        seen = {(rid, bool(upd)): n for rid, upd, n in received or ()}
+        ready = []
+        for rid, upd, _data, expected in targets:
+            key = (rid, upd)
+            if expected <= 1:
+                ready.append(key)  # waiting for one report, this one: nobody to race
+            elif key in is_new:
+                if counts.get(key, 0) >= expected:
+                    ready.append(key)
+            elif seen.get(key, 0) >= expected:
+                ready.append(key)  # a repeated report re-announces a complete target
+        return True, ready, current or ""
+
+
+def _configure(conn: Connection) -> None:
+    set_json_loads(json_codec.loads, conn)
+
+
+# --- statements ----------------------------------------------------------------------
+
+
+def _cas_params(resource_id: int, expected_key: int, values: Mapping[str, Any]) -> dict[str, Any]:
+    # The new columns travel as one JSON object (``json_populate_record`` types them):
+    # one parameter to adapt instead of one per column, JSON columns included.
+    return {
+        "values": json_codec.dumps(values),
+        "resource_id": resource_id,
+        "expected_key": expected_key,
+    }
+
+
+def _event_params(stack_id: str, events: Sequence[Mapping[str, Any]], now: float) -> dict[str, Any]:
+    return {
+        "stack_id": stack_id,
+        "now": now,
+        "events": json_codec.dumps([{c: event[c] for c in _EVENT_COLUMNS} for event in events]),
+    }
+
+
+def _assignments(names: Sequence[str]) -> str:
+    unknown = set(names) - set(_RESOURCE.columns)
+    if unknown:
+        raise ValueError(f"resource has no column {sorted(unknown)}")
+    assigned = ", ".join(f"{name} = v.{name}" for name in names)
+    return f"{assigned} FROM json_populate_record(NULL::resource, %(values)s::json) AS v"
+
+
+_ROW_KEY = "resource.id = %(resource_id)s AND resource.atomic_key = %(expected_key)s"
+
+
+def _cas_statement(names: Sequence[str], with_events: bool, read_back: bool) -> str:
+    returning = "resource.*" if read_back else "resource.id"
+    result = "row_to_json(won)" if read_back else "1"
+    events = (
+        f", ev AS (INSERT INTO event (stack_id, {', '.join(_EVENT_COLUMNS)}, created_at) "
+        f"{_EVENTS_FROM_JSON} WHERE EXISTS (SELECT 1 FROM won))"
+        if with_events
+        else ""
+    )
+    return (
+        f"WITH won AS (UPDATE resource SET {_assignments(names)} WHERE {_ROW_KEY} "
+        f"RETURNING {returning}){events} SELECT {result} FROM won"
+    )
+
+
+def _finish_mode(has_row: bool, delete: bool, has_kept: bool, has_values: bool) -> str:
+    """What a finish writes to its row (as ``SqlStore._finish_node`` decides)."""
+    if not has_row:
+        return "none"
+    if delete:
+        return "kept" if has_kept else "delete"
+    return "cas" if has_values else "none"
+
+
+def _finish_statement(mode: str, names: Sequence[str]) -> str:
+    """The finish as one statement: every write depends on ``ok`` (the row's
+    compare-and-swap won, or there was no row to write), like a rolled-back transaction."""
+    current = "(SELECT current_traversal FROM stack WHERE id = %(stack_id)s)"
+    writes = {
+        "none": "",
+        "cas": f"w AS (UPDATE resource SET {_assignments(names)} WHERE {_ROW_KEY} RETURNING 1), ",
+        "delete": f"w AS (DELETE FROM resource WHERE {_ROW_KEY} RETURNING 1), ",
+        # Superseded: the newer traversal may have chosen the row, so it is kept.
+        "kept": (
+            f"kw AS (UPDATE resource SET {_assignments(names)} WHERE {_ROW_KEY} "
+            f"AND {current} IS DISTINCT FROM %(traversal_id)s RETURNING 1), "
+            f"dw AS (DELETE FROM resource WHERE {_ROW_KEY} "
+            f"AND {current} = %(traversal_id)s RETURNING 1), "
+            "w AS (SELECT 1 FROM kw UNION ALL SELECT 1 FROM dw), "
+        ),
+    }[mode]
+    ok = "true" if mode == "none" else "EXISTS (SELECT 1 FROM w)"
+    target_key = "p.target_resource_id = g.rid AND p.target_is_update = g.upd"
+    return (
+        f"WITH {writes}ok AS (SELECT {ok} AS ok), "
+        f"ev AS (INSERT INTO event (stack_id, {', '.join(_EVENT_COLUMNS)}, created_at) "
+        f"{_EVENTS_FROM_JSON} WHERE (SELECT ok FROM ok)), "
+        "g AS (SELECT * FROM json_to_recordset(%(targets)s::json) "
+        "AS g(rid int, upd boolean, data json, expected int, pos int)), "
+        "rep AS (INSERT INTO sync_report (traversal_id, target_resource_id, target_is_update, "
+        "sender_resource_id, sender_is_update, stack_id, data) "
+        "SELECT %(traversal_id)s, g.rid, g.upd, %(sender_id)s, %(sender_is_update)s, "
+        "%(stack_id)s, g.data FROM g WHERE (SELECT ok FROM ok) ORDER BY g.pos "
+        "ON CONFLICT DO NOTHING RETURNING target_resource_id, target_is_update), "
+        # Only a first report counts; the upsert's row lock serializes racing reporters.
+        "cnt AS (INSERT INTO sync_point (traversal_id, target_resource_id, target_is_update, "
+        "stack_id, received) SELECT %(traversal_id)s, g.rid, g.upd, %(stack_id)s, 1 "
+        f"FROM g JOIN rep p ON {target_key} WHERE g.expected > 1 ORDER BY g.pos "
+        "ON CONFLICT (traversal_id, target_resource_id, target_is_update) "
+        "DO UPDATE SET received = sync_point.received + 1 "
+        "RETURNING target_resource_id, target_is_update, received) "
+        f"SELECT (SELECT ok FROM ok), {current}, "
+        "(SELECT json_agg(json_build_array(target_resource_id, target_is_update)) FROM rep), "
+        "(SELECT json_agg(json_build_array(target_resource_id, target_is_update, received)) "
+        "FROM cnt), "
+        "(SELECT json_agg(json_build_array(p.target_resource_id, p.target_is_update, "
+        f"p.received)) FROM sync_point p JOIN g ON {target_key} "
+        "WHERE p.traversal_id = %(traversal_id)s AND g.expected > 1)"
+    )

@@ -1,0 +1,214 @@
+"""PostgreSQL's check statements (``postgres_hot``) and the connections they run on.
+
+The rows they read and write are held to the same contract as every other path in
+``test_store.py``; here: the round trips, lost and busy connections, closing, and a store
+used from more than one event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from collections import Counter
+from collections.abc import AsyncIterator
+
+import psycopg
+import pytest
+
+from converge.adapters.sql.store import SqlStore
+from converge.core.states import Action, Status
+from converge.core.traversal import STACK_NODE, GraphNode
+from converge.errors import StoreError
+from converge.records import NewEvent, NewResource
+
+
+@pytest.fixture
+async def store(postgres_url: str) -> AsyncIterator[SqlStore]:
+    opened = SqlStore.open(postgres_url)
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+async def _stack_with_row(store: SqlStore) -> tuple[str, int, int]:
+    stack = await store.create_stack(
+        "s",
+        "p",
+        action=Action.CREATE,
+        disable_rollback=False,
+        timeout_mins=None,
+        drift_policy="notify",
+    )
+    await store.start_traversal(
+        stack.id,
+        stack.atomic_key,
+        [NewResource("a", "T")],
+        lambda rows: ({"current_traversal": "t"}, {}),
+    )
+    (row,) = await store.list_resources(stack.id)
+    return stack.id, row.id, row.atomic_key
+
+
+def _backends(url: str) -> int:
+    name = url.rsplit("/", 1)[1]
+    with psycopg.connect(url) as conn:
+        found = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            (name,),
+        ).fetchone()
+    assert found is not None
+    return int(found[0])
+
+
+def _terminate_others(url: str) -> int:
+    name = url.rsplit("/", 1)[1]
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = %s AND pid <> pg_backend_pid()",
+            (name,),
+        ).fetchall()
+    return len(rows)
+
+
+async def test_a_check_is_one_statement_per_read_claim_and_finish(
+    store: SqlStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stack_id, row_id, key = await _stack_with_row(store)
+    sent: Counter[str] = Counter()
+    execute = psycopg.AsyncConnection.execute
+
+    async def counting(self: psycopg.AsyncConnection, query: str, *args: object) -> object:
+        sent[query.split()[0]] += 1
+        return await execute(self, query, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(psycopg.AsyncConnection, "execute", counting)
+    node = GraphNode(row_id, True)
+    _stack, row, _reports = await store.load_for_check(stack_id, node, "t")
+    assert row is not None
+    claimed = await store.update_resource(
+        row_id,
+        key,
+        {"engine_id": "e", "status": Status.IN_PROGRESS},
+        events=[NewEvent("a", "T", "CREATE", "IN_PROGRESS", "started")],
+        stack_id=stack_id,
+        current=row,
+    )
+    assert claimed is not None
+    stored, ready, _current = await store.finish_node(
+        stack_id,
+        "t",
+        node,
+        resource_id=row_id,
+        expected_key=claimed.atomic_key,
+        changes={"status": Status.COMPLETE, "engine_id": None},
+        events=[NewEvent("a", "T", "CREATE", "COMPLETE", "done")],
+        reports={STACK_NODE: {}},
+        expected_counts={STACK_NODE: 1},
+    )
+    assert stored and ready == [STACK_NODE]
+    assert sum(sent.values()) == 3, sent  # no BEGIN, COMMIT, ping or separate read
+    assert [e.reason for e in await store.list_events(stack_id)] == ["started", "done"]
+
+
+async def test_a_connection_the_server_dropped_is_replaced(
+    store: SqlStore, postgres_url: str
+) -> None:
+    """After a server restart (here: its backends terminated) a read is tried again on a
+    new connection; a write fails with a StoreError (it may have committed), the next works."""
+    stack_id, row_id, key = await _stack_with_row(store)
+    await store.get_stack(stack_id)  # a connection is now held
+    assert await asyncio.to_thread(_terminate_others, postgres_url) >= 1
+    assert (await store.get_stack(stack_id)).id == stack_id
+
+    await asyncio.to_thread(_terminate_others, postgres_url)
+    with pytest.raises(StoreError, match="database error"):
+        await store.update_resource(row_id, key, {"status_reason": "x"})
+    written = await store.update_resource(row_id, key, {"status_reason": "y"})
+    assert written is not None and written.status_reason == "y"
+
+
+async def test_statements_beyond_the_pool_wait_for_a_connection(
+    store: SqlStore, postgres_url: str
+) -> None:
+    stack_id, _row_id, _key = await _stack_with_row(store)
+    assert store._pg is not None
+    size = store._pg._size
+
+    async def slow() -> None:
+        await store._pg._one("SELECT pg_sleep(0.2)", {})  # type: ignore[union-attr]
+
+    async def watch() -> int:
+        await asyncio.sleep(0.1)
+        return await asyncio.to_thread(_backends, postgres_url)
+
+    *_, seen = await asyncio.gather(*(slow() for _ in range(size * 2)), watch())
+    # the hot path's connections, plus what SQLAlchemy's pool keeps for the other calls
+    assert seen <= size + 2
+    assert (await store.get_stack(stack_id)).id == stack_id
+
+
+async def test_closing_waits_for_a_statement_in_flight(postgres_url: str) -> None:
+    store = SqlStore.open(postgres_url)
+    assert store._pg is not None
+    running = asyncio.ensure_future(store._pg._one("SELECT pg_sleep(0.3)", {}))
+    await asyncio.sleep(0.1)
+    await store.close()
+    assert running.done() and running.exception() is None
+    gc.collect()  # an unclosed connection would warn here, failing the test
+
+
+def test_a_store_used_from_several_event_loops(postgres_url: str) -> None:
+    """A CLI command runs more than one loop over one store: each loop gets its own
+    connections, and the ended loop's are closed, not leaked."""
+    store = SqlStore.open(postgres_url)
+
+    async def create() -> str:
+        stack_id, _row, _key = await _stack_with_row(store)
+        return stack_id
+
+    stack_id = asyncio.run(create())
+
+    async def read_and_close() -> str:
+        try:
+            return (await store.get_stack(stack_id)).name
+        finally:
+            await store.close()
+
+    assert asyncio.run(read_and_close()) == "s"
+    gc.collect()
+
+
+async def test_a_waiter_cancelled_after_its_turn_came_passes_it_on(postgres_url: str) -> None:
+    """All connections busy, two callers waiting: the first is woken and cancelled
+    before it runs; the second still gets the connection given back."""
+    store = SqlStore.open(postgres_url)
+    assert store._pg is not None
+    store._pg._size = 1
+    try:
+        async with store._pg._pool().connection():  # the only one, held here
+            first = asyncio.ensure_future(store._pg._one("SELECT 1", {}))
+            second = asyncio.ensure_future(store._pg._one("SELECT 2", {}))
+            await asyncio.sleep(0.05)
+        # Given back (which woke ``first``) and, before ``first`` could run, cancelled.
+        first.cancel()
+        assert await asyncio.wait_for(second, 5) == (2,)
+        assert first.cancelled()
+    finally:
+        await store.close()
+
+
+async def test_a_connection_idle_for_long_is_checked_before_a_write(
+    store: SqlStore, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Idle past the limit, a connection is pinged first: a write after the server
+    dropped it goes to a new connection instead of failing."""
+    from converge.adapters.sql import postgres_pool
+
+    stack_id, row_id, key = await _stack_with_row(store)
+    await store.get_stack(stack_id)
+    monkeypatch.setattr(postgres_pool, "IDLE_PING_SECONDS", 0.0)
+    await asyncio.to_thread(_terminate_others, postgres_url)
+    written = await store.update_resource(row_id, key, {"status_reason": "after"})
+    assert written is not None and written.status_reason == "after"
