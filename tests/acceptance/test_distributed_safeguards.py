@@ -22,6 +22,7 @@ from converge.api import Converge
 from converge.core import shard
 from converge.core.heal import HealPolicy
 from converge.engine import liveness
+from converge.errors import StoreError
 from converge.messages import CheckResource
 from converge.records import StackRecord
 from support import hanging
@@ -35,6 +36,12 @@ heat_template_version: 2021-04-16
 resources:
   slow: {type: OS::Heat::TestResource, properties: {value: v, wait_secs: 3}}
   after: {type: OS::Heat::None, depends_on: slow}
+"""
+TWO = """
+heat_template_version: 2021-04-16
+resources:
+  first: {type: OS::Heat::TestResource, properties: {value: v}}
+  then: {type: OS::Heat::None, depends_on: first}
 """
 DRIFTED = """
 heat_template_version: 2021-04-16
@@ -92,6 +99,36 @@ async def test_long_work_held_by_one_engine_is_not_resent_by_another(
             if r.getMessage() == "sweeper re-sends idle work"
         ]
         assert [first.engine.sweeper_rescues, second.engine.sweeper_rescues] == [0, 0], rescued
+
+
+async def test_a_check_the_database_cut_short_is_checked_again_by_its_worker(
+    postgres_url: str, rabbitmq_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The connection drops as a worker stores a result: its claim stays in the row, and
+    the worker is alive, so the sweeping engine (another process) leaves the node alone;
+    the worker checks it again itself (found by the chaos test's dropped connections: the
+    stack stayed CREATE_IN_PROGRESS)."""
+    async with two_engines(
+        postgres_url, rabbitmq_url, fast(tmp_path), roles=("engine",), second_roles=("worker",)
+    ) as (engine, worker, _):
+        real_finish = worker.engine.ctx.store.finish_node
+        cut: list[Any] = []
+
+        async def finish_once_cut(*args: Any, **kwargs: Any) -> Any:
+            if not cut:
+                cut.append(args)
+                raise StoreError("database error: terminating connection")
+            return await real_finish(*args, **kwargs)
+
+        monkeypatch.setattr(worker.engine.ctx.store, "finish_node", finish_once_cut)
+
+        async def worker_known() -> bool:
+            return worker.engine.engine_id in engine.engine.ctx.live_engines
+
+        await eventually(worker_known)
+        created = await asyncio.wait_for(engine.create_stack("cut", TWO), 30)
+        assert created.stack_status == "CREATE_COMPLETE"
+        assert cut  # the first result was lost with the connection
 
 
 def record_checks(monkeypatch: pytest.MonkeyPatch, *engines: Converge) -> dict[int, list[Converge]]:

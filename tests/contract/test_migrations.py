@@ -11,6 +11,7 @@ from alembic import command
 
 from converge.adapters.sql import store as store_module
 from converge.adapters.sql.store import SqlStore
+from converge.errors import StateError
 
 
 def test_an_up_to_date_database_is_opened_without_migrating(
@@ -72,3 +73,41 @@ def test_processes_opening_an_empty_database_together_all_succeed(postgres_url: 
             assert opener.stderr is not None
             errors = opener.stderr.read()
             assert opener.wait(timeout=60) == 0, errors
+
+
+def test_a_schema_another_process_commits_while_this_one_opens_is_taken_as_converges(
+    postgres_url: str,
+) -> None:
+    """The version is read just before another process commits a new schema, and the
+    tables are listed just after: serve processes started together on an empty database
+    met this as "not a converge state: it has tables … but no converge schema version".
+    (SQLite's open holds the file's write lock: no other process commits meanwhile.)"""
+    opening = store_module._create_engine(postgres_url)
+    other = store_module._create_engine(postgres_url)
+    made: list[bool] = []
+
+    @sa.event.listens_for(opening, "handle_error")
+    def other_process_migrates(context: sa.engine.ExceptionContext) -> None:
+        if not made and "alembic_version" in (context.statement or ""):
+            made.append(True)
+            SqlStore(other).migrate()
+
+    try:
+        SqlStore(opening)._bring_schema_up_to_date(read_only=False)
+        assert made  # the version read did miss the schema
+    finally:
+        opening.dispose()
+        other.dispose()
+
+
+def test_tables_of_something_else_are_refused(database_url: str) -> None:
+    engine = store_module._create_engine(database_url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(sa.text("CREATE TABLE inventory (id INTEGER)"))
+        with pytest.raises(StateError, match=r"not a converge state: it has tables \(inventory\)"):
+            SqlStore(engine)._bring_schema_up_to_date(read_only=False)
+        with pytest.raises(StateError, match=r"not a converge state"):
+            SqlStore(engine)._bring_schema_up_to_date(read_only=True)
+    finally:
+        engine.dispose()

@@ -12,6 +12,7 @@ import pytest
 
 from converge.adapters.amqp_bus import AmqpBus
 from support.amqp import delete_namespace
+from support.proxy import FlakyLink
 
 pytestmark = pytest.mark.rabbitmq
 
@@ -142,57 +143,6 @@ async def test_subscribe_returns_once_bound(buses: Callable[..., AmqpBus]) -> No
         got = await asyncio.wait_for(anext(aiter(subscription)), 5)
         assert got == {"round": round_}
         await subscription.close()
-
-
-class FlakyLink:
-    """A TCP proxy to the broker that can drop every connection and refuse new ones."""
-
-    def __init__(self, target: tuple[str, int]) -> None:
-        self._target = target
-        self._server: asyncio.Server | None = None
-        self._pipes: set[asyncio.Task[None]] = set()
-        self._writers: set[asyncio.StreamWriter] = set()
-        self.port = 0
-
-    async def up(self) -> None:
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.port)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    async def down(self) -> None:
-        assert self._server is not None
-        self._server.close()
-        await self._server.wait_closed()
-        for writer in list(self._writers):
-            writer.transport.abort()
-        for pipe in list(self._pipes):
-            pipe.cancel()
-        await asyncio.gather(*self._pipes, return_exceptions=True)
-
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._writers.add(writer)
-        upstream: asyncio.StreamWriter | None = None
-        pipes: list[asyncio.Task[None]] = []
-        try:
-            upstream_reader, upstream = await asyncio.open_connection(*self._target)
-            self._writers.add(upstream)
-            pipes = [
-                asyncio.ensure_future(self._pipe(reader, upstream)),
-                asyncio.ensure_future(self._pipe(upstream_reader, writer)),
-            ]
-            self._pipes.update(pipes)
-            await asyncio.gather(*pipes, return_exceptions=True)
-        finally:
-            self._pipes.difference_update(pipes)
-            for side in (writer, upstream):
-                if side is not None:
-                    self._writers.discard(side)
-                    side.transport.abort()
-
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while data := await reader.read(65536):
-            writer.write(data)
-            await writer.drain()
-        writer.transport.abort()
 
 
 async def test_reconnects_after_the_broker_went_away(

@@ -24,10 +24,13 @@ async def two_engines(
     settings: EngineSettings,
     second_settings: EngineSettings | None = None,
     roles: tuple[str, ...] = ("engine", "worker"),
+    second_roles: tuple[str, ...] | None = None,
 ) -> AsyncIterator[tuple[Converge, Converge, str]]:
     namespace = f"converge-test-{uuid.uuid4().hex[:10]}"
 
-    def engine(settings: EngineSettings) -> contextlib.AbstractAsyncContextManager[Converge]:
+    def engine(
+        settings: EngineSettings, roles: tuple[str, ...]
+    ) -> contextlib.AbstractAsyncContextManager[Converge]:
         return Converge.open(
             postgres_url,
             settings=settings,
@@ -39,7 +42,10 @@ async def two_engines(
 
     hosts = {socket.gethostname(), *(s.host for s in (settings, second_settings) if s and s.host)}
     try:
-        async with engine(settings) as first, engine(second_settings or settings) as second:
+        async with (
+            engine(settings, roles) as first,
+            engine(second_settings or settings, second_roles or roles) as second,
+        ):
             yield first, second, namespace
     finally:
         await delete_namespace(rabbitmq_url, namespace, hosts=tuple(sorted(hosts)))

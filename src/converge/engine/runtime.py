@@ -23,13 +23,15 @@ from converge.engine.drift import DriftHandler
 from converge.engine.operations import StackOperations
 from converge.engine.settings import EngineSettings
 from converge.engine.worker import Worker
-from converge.errors import ConvergeError, StateError
+from converge.errors import ConvergeError, StateError, StoreError
 from converge.messages import CheckResource, MessageError
 from converge.ports import Bus, Clock, Store
 from converge.records import ServiceRecord, StackRecord
 from converge.resources.registry import PluginRegistry, default_registry
 
 log = logging.getLogger("converge.engine.runtime")
+# The longest pause before a check cut short by the database is tried again.
+_RETRY_LONGEST = 30.0
 
 # What a process may do: *engine* sweeps (re-sends lost work, times out operations) and
 # takes over what dead processes held; *worker* consumes the work queue and runs checks;
@@ -167,7 +169,7 @@ class Engine:
         task.add_done_callback(self._checks.discard)
         return task
 
-    async def _run_check(self, message: CheckResource) -> None:
+    async def _run_check(self, message: CheckResource, attempt: int = 0) -> None:
         node = GraphNode(message.resource_id, message.is_update)
         self.ctx.inflight.add((message.traversal_id, node))
         try:
@@ -177,6 +179,9 @@ class Engine:
             log.debug(
                 "check stopped: the state failed", extra={"node": str(node), "error": str(exc)}
             )
+        except StoreError as exc:
+            log.error("check failed", extra={"node": str(node), "error": str(exc)})
+            self._check_again_later(message, attempt)
         except ConvergeError as exc:
             log.error("check failed", extra={"node": str(node), "error": str(exc)})
         except Exception:
@@ -184,6 +189,23 @@ class Engine:
             log.exception("check crashed", extra={"node": str(node)})
         finally:
             self.ctx.inflight.discard((message.traversal_id, node))
+
+    def _check_again_later(self, message: CheckResource, attempt: int) -> None:
+        """A check the database cut short may have left this process's claim in its row;
+        other processes leave a live process's claim alone (its action may be running) and
+        the sweepers skip it, so only this process can take the node up again: it checks it
+        again itself, backing off while the database stays away."""
+        delay = min(_RETRY_LONGEST, self.ctx.settings.sweep_interval * 2 ** min(attempt, 10))
+
+        async def later() -> None:
+            await self.ctx.clock.sleep(delay)
+            await self._run_check(message, attempt + 1)
+
+        task = asyncio.get_running_loop().create_task(
+            later(), name=f"converge-check-again-{message.resource_id}"
+        )
+        self._checks.add(task)
+        task.add_done_callback(self._checks.discard)
 
     async def start_check(self, stack_id: str) -> StackRecord:
         """Start a CHECK of the stack: a traversal the workers run like any other."""

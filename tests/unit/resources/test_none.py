@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 from converge.resources.base import AppliedState, ResourceContext
@@ -11,9 +12,19 @@ from converge.resources.builtin.none import NoneResource
 async def test_create_accepts_any_properties_and_gives_a_uuid(ctx: ResourceContext) -> None:
     plugin = NoneResource()
     first = await plugin.create(ctx, {"image": "x", "anything": {"nested": [1, 2]}})
-    second = await plugin.create(ctx, {})
+    other = dataclasses.replace(ctx, physical_name=f"{ctx.physical_name}-other")
+    second = await plugin.create(other, {})
     assert uuid.UUID(str(first.physical_id))
     assert first.physical_id != second.physical_id
+
+
+async def test_a_create_run_again_finds_the_same_thing(ctx: ResourceContext) -> None:
+    """A worker killed after the create recorded its thing, before the row stored the id:
+    the create run again for that row makes no second thing."""
+    plugin = NoneResource()
+    first = await plugin.create(ctx, {})
+    again = await plugin.create(ctx, {})
+    assert again.physical_id == first.physical_id
 
 
 def test_schema_declares_open_properties() -> None:

@@ -4,9 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
-from converge.resources.builtin.world import TestWorld, get_entity, put_entity, remove_entity
+from converge.resources.base import AppliedState, ResourceContext
+from converge.resources.builtin.none import NoneResource
+from converge.resources.builtin.random_string import RandomString
+from converge.resources.builtin.testresource import HeatTestResource
+from converge.resources.builtin.value import ValueResource
+from converge.resources.builtin.world import (
+    SETTING,
+    TestWorld,
+    get_entity,
+    put_entity,
+    remove_entity,
+)
 
 
 async def test_calls_change_the_world(tmp_path: Path) -> None:
@@ -36,3 +48,18 @@ async def test_a_world_in_a_new_directory_is_made(tmp_path: Path) -> None:
     world = TestWorld(tmp_path / "not" / "yet" / "world.db")
     await world.call(put_entity, "T", "p1", {"value": "a"})
     assert world.get("T", "p1") == {"properties": {"value": "a"}}
+
+
+async def test_deleting_a_row_whose_create_was_interrupted_removes_what_it_made(
+    tmp_path: Path, make_context: Callable[..., ResourceContext]
+) -> None:
+    """A worker killed after the create recorded its thing, before the row stored the id;
+    then a rollback deletes the row (no physical id): the thing goes too, for every type
+    whose id comes from the row."""
+    world_file = tmp_path / "world.db"
+    ctx = make_context(settings={SETTING: str(world_file)})
+    for plugin in (HeatTestResource(), NoneResource(), ValueResource(), RandomString()):
+        await plugin.create(ctx, {})
+        assert TestWorld(world_file).all_of(plugin.type_name)
+        await plugin.delete(ctx, AppliedState(None, {}))
+        assert TestWorld(world_file).all_of(plugin.type_name) == {}, plugin.type_name

@@ -246,7 +246,7 @@ class SqlStore:
     def _bring_schema_up_to_date(self, *, read_only: bool) -> None:
         """Migrate only when the schema is behind: reading its version is one cheap query."""
         with self._engine.connect() as connection:
-            revision = _schema_revision(connection, self.location)
+            revision = _schema_revision(connection)
         if revision == SCHEMA_HEAD:
             return
         if revision is not None and revision not in SCHEMA_REVISIONS:
@@ -256,6 +256,9 @@ class SqlStore:
                 f"{SCHEMA_HEAD}): use that version",
             )
         if read_only:
+            if revision is None:
+                with self._engine.connect() as connection:
+                    _refuse_foreign_tables(connection, self.location)
             raise StateError(
                 self.location,
                 f"the schema is {revision or 'missing'} and this converge needs {SCHEMA_HEAD}: "
@@ -279,6 +282,10 @@ class SqlStore:
             current = MigrationContext.configure(connection).get_current_revision()
             if current is not None and current == _head_revision():
                 return
+            if current is None:
+                # Under the lock: another process's schema is committed by now, so tables
+                # without a version are someone else's.
+                _refuse_foreign_tables(connection, self.location)
             config = _alembic_config()
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
@@ -1507,8 +1514,8 @@ def _configure_sqlite(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA foreign_keys=ON")
 
 
-def _schema_revision(connection: Connection, location: str) -> str | None:
-    """The stored schema version; None for a new, empty database."""
+def _schema_revision(connection: Connection) -> str | None:
+    """The stored schema version; None for a database without one (new, or not ours)."""
     try:
         return connection.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
     except sa.exc.OperationalError as exc:  # SQLite: no such table
@@ -1517,6 +1524,12 @@ def _schema_revision(connection: Connection, location: str) -> str | None:
             raise
     except sa.exc.ProgrammingError:  # PostgreSQL: undefined table
         connection.rollback()
+    # Tables without a version are looked at under the migration lock (``migrate``): here
+    # another process may commit a new schema between the two reads.
+    return None
+
+
+def _refuse_foreign_tables(connection: Connection, location: str) -> None:
     tables = sa.inspect(connection).get_table_names()
     if tables:
         raise StateError(
@@ -1524,7 +1537,6 @@ def _schema_revision(connection: Connection, location: str) -> str | None:
             f"not a converge state: it has tables ({', '.join(sorted(tables)[:5])}) "
             "but no converge schema version",
         )
-    return None
 
 
 def _fatal(location: str, error: BaseException | None) -> StateError | None:

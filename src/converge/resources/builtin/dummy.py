@@ -95,6 +95,9 @@ class Dummy(WorldBacked):
         await self._record(ctx, current.physical_id, properties)
         return Outcome(current.physical_id, current.data)
 
+    def _made_id(self, ctx: ResourceContext) -> None:
+        return None  # a random name, as the prototype's: not found again from the row
+
     def replacement_reason(
         self, current: AppliedState, properties: Mapping[str, Any]
     ) -> str | None:

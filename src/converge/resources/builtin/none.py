@@ -1,7 +1,9 @@
 """OS::Heat::None: a placeholder that accepts anything, makes nothing and never changes.
 
 Heat's semantics: any properties are accepted without validation; every attribute resolves
-to None; the physical id is a fresh UUID; an update never replaces and never acts (Heat's
+to None; the physical id is a UUID (derived from the row's physical name, so a create
+interrupted after it recorded its thing and run again finds that thing instead of making a
+second one: Heat's is random); an update never replaces and never acts (Heat's
 ``_needs_update`` is always False), even where the stubbed-out type would have been replaced.
 In the test world (``converge.resources.builtin.world``) it is only there or gone: its
 essence is empty.
@@ -16,6 +18,9 @@ from typing import Any
 from converge.core.schema import ResourceTypeSchema
 from converge.resources.base import AppliedState, Outcome, ResourceContext
 from converge.resources.builtin.world_backed import WorldBacked
+
+# Physical ids are UUIDs in this namespace, named by the row's physical name.
+_NAMESPACE = uuid.UUID("6f1c3b2e-5a43-4c36-9e0b-1d9f6a0c2b71")
 
 
 class NoneResource(WorldBacked):
@@ -38,9 +43,12 @@ class NoneResource(WorldBacked):
         )
 
     async def create(self, ctx: ResourceContext, properties: Mapping[str, Any]) -> Outcome:
-        physical_id = str(uuid.uuid4())
+        physical_id = self._made_id(ctx)
         await self._record(ctx, physical_id, properties)
         return Outcome(physical_id)
+
+    def _made_id(self, ctx: ResourceContext) -> str:
+        return str(uuid.uuid5(_NAMESPACE, ctx.physical_name))
 
     async def update(
         self, ctx: ResourceContext, current: AppliedState, properties: Mapping[str, Any]

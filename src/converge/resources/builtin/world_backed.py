@@ -33,9 +33,17 @@ class WorldBacked(ResourcePlugin):
         if world is not None and physical_id is not None:
             await world.call(put_entity, self.type_name, physical_id, properties)
 
+    def _made_id(self, ctx: ResourceContext) -> str | None:
+        """The physical id a create of this row records (None: not derived from the row)."""
+        return ctx.physical_name
+
     async def _forget(self, ctx: ResourceContext, physical_id: str | None) -> None:
         from converge.resources.builtin.world import remove_entity, world_from
 
+        if physical_id is None:
+            # A create killed after it recorded its thing and before the row stored the
+            # id: the row's own id finds that thing, which would otherwise leak.
+            physical_id = self._made_id(ctx)
         world = world_from(ctx.settings)
         if world is not None and physical_id is not None:
             await world.call(remove_entity, self.type_name, physical_id)

@@ -179,7 +179,7 @@ def _write(
         with opened_parent(location, create=True) as parent:
             adopted = _claim(parent, location, ctx, creating=creating, adopt=adopt)
             # A name of this row: a leftover of an interrupted write is simply replaced.
-            temporary = f".{location.name}.{ctx.physical_name}.tmp"
+            temporary = _temporary_name(location, ctx)
             fd = create_exclusive(parent, temporary, mode)
             try:
                 with os.fdopen(fd, "wb", closefd=False) as handle:
@@ -223,9 +223,16 @@ def _claim(
         os.close(fd)
 
 
+def _temporary_name(location: Location, ctx: ResourceContext) -> str:
+    return f".{location.name}.{ctx.physical_name}.tmp"
+
+
 def _remove(location: Location, ctx: ResourceContext, current: AppliedState) -> None:
     try:
         with opened_parent(location) as parent:
+            # A write of this row killed before its rename left this behind; nobody else
+            # writes under this name, so it goes whether or not the file was ever made.
+            unlink_entry(parent, _temporary_name(location, ctx))
             fd = open_regular(parent, location.name)
             if fd is None:
                 return

@@ -77,6 +77,19 @@ async def test_file_create_takes_up_its_own_work_and_refuses_a_strangers_file(
         await plugin.create(ctx, {**props, "path": "other.txt"})
 
 
+async def test_delete_removes_what_a_killed_write_left_behind(
+    root: Path, local_context: LocalContext
+) -> None:
+    """A worker killed between writing the temporary file and renaming it: the row's
+    delete (a rollback dropping the replacement it was making) leaves nothing behind."""
+    plugin, ctx = LocalFile(), local_context()
+    props = {"path": "half.txt", "content": "never renamed"}
+    leftover = root / f".half.txt.{ctx.physical_name}.tmp"
+    leftover.write_text("never renamed")
+    await plugin.delete(ctx, AppliedState(None, props))  # the create never recorded an id
+    assert list(root.iterdir()) == []
+
+
 async def test_an_adopted_file_is_managed_and_left_in_place_on_delete(
     root: Path, local_context: LocalContext
 ) -> None:
