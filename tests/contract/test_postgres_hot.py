@@ -212,3 +212,32 @@ async def test_a_connection_idle_for_long_is_checked_before_a_write(
     await asyncio.to_thread(_terminate_others, postgres_url)
     written = await store.update_resource(row_id, key, {"status_reason": "after"})
     assert written is not None and written.status_reason == "after"
+
+
+async def test_a_read_rides_out_its_connection_dropped_mid_statement(
+    store: SqlStore, postgres_url: str
+) -> None:
+    """A reader (``converge apply`` following an operation) whose connection the server
+    drops in the middle of a statement gets its answer from a fresh connection, not an
+    error: a read wrote nothing, so running it again is safe."""
+    stack_id, _, _ = await _stack_with_row(store)
+    name = postgres_url.rsplit("/", 1)[1]
+    with psycopg.connect(postgres_url) as locker, psycopg.connect(postgres_url) as admin:
+        locker.execute("LOCK TABLE event IN ACCESS EXCLUSIVE MODE")  # the read waits on it
+        reading = asyncio.create_task(store.list_events(stack_id))
+        waiting: tuple[int] | None = None
+        for _ in range(200):
+            waiting = admin.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = %s AND wait_event_type = "
+                "'Lock' AND pid <> pg_backend_pid()",
+                (name,),
+            ).fetchone()
+            if waiting is not None:
+                break
+            await asyncio.sleep(0.02)
+        assert waiting is not None, "the read never waited on the lock"
+        admin.execute("SELECT pg_terminate_backend(%s)", waiting)
+        await asyncio.sleep(0.1)
+        locker.rollback()  # the lock goes: the read tried again finds the table free
+        events = await asyncio.wait_for(reading, 10)
+    assert isinstance(events, list)

@@ -341,6 +341,18 @@ class SqlStore:
                 raise
             raise translated from exc
 
+    async def _read(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        """A read only: run again once on a fresh connection when the server dropped the
+        one it used (a restart, pg_terminate_backend); it wrote nothing, so nothing is done
+        twice. A reader following an operation then rides out a dropped connection."""
+        try:
+            return await self._run(fn, *args, **kwargs)
+        except StoreError as exc:
+            cause = exc.__cause__
+            if not (isinstance(cause, sa.exc.DBAPIError) and cause.connection_invalidated):
+                raise
+            return await self._run(fn, *args, **kwargs)
+
     def _raise_if_failed(self) -> None:
         if self.failure is not None:
             raise StateError(self.failure.location, self.failure.reason)
@@ -459,7 +471,7 @@ class SqlStore:
         return _inserted_id(result)
 
     async def get_template(self, template_id: int) -> TemplateRecord:
-        return await self._run(self._get_template, template_id)
+        return await self._read(self._get_template, template_id)
 
     def _get_template(self, template_id: int) -> TemplateRecord:
         with self._tx() as conn:
@@ -600,7 +612,7 @@ class SqlStore:
     async def list_stacks(
         self, project_id: str | None = None, *, include_deleted: bool = False
     ) -> list[StackRecord]:
-        return await self._run(self._list_stacks, project_id, include_deleted)
+        return await self._read(self._list_stacks, project_id, include_deleted)
 
     def _list_stacks(self, project_id: str | None, include_deleted: bool) -> list[StackRecord]:
         query = sa.select(*_STACK_COLUMNS)
@@ -614,7 +626,7 @@ class SqlStore:
 
     async def get_traversal_graph(self, stack_id: str) -> tuple[str, Mapping[str, Any] | None]:
         """The current traversal id and its stored graph."""
-        return await self._run(self._get_traversal_graph, stack_id)
+        return await self._read(self._get_traversal_graph, stack_id)
 
     def _get_traversal_graph(self, stack_id: str) -> tuple[str, Mapping[str, Any] | None]:
         with self._tx() as conn:
@@ -786,7 +798,7 @@ class SqlStore:
     # --- resources -------------------------------------------------------------------
 
     async def list_resources(self, stack_id: str) -> list[ResourceRecord]:
-        return await self._run(self._list_resources, stack_id)
+        return await self._read(self._list_resources, stack_id)
 
     def _list_resources(self, stack_id: str) -> list[ResourceRecord]:
         with self._tx() as conn:
@@ -808,7 +820,7 @@ class SqlStore:
 
     async def resource_types(self, stack_id: str) -> set[str]:
         """The types of the stack's resource rows."""
-        return await self._run(self._resource_types, stack_id)
+        return await self._read(self._resource_types, stack_id)
 
     def _resource_types(self, stack_id: str) -> set[str]:
         with self._tx() as conn:
@@ -1268,7 +1280,7 @@ class SqlStore:
 
     async def reported_senders(self, traversal_id: str) -> set[GraphNode]:
         """Every node that has reported in a traversal (the sweeper's view of progress)."""
-        return await self._run(self._reported_senders, traversal_id)
+        return await self._read(self._reported_senders, traversal_id)
 
     def _reported_senders(self, traversal_id: str) -> set[GraphNode]:
         with self._tx() as conn:
@@ -1315,7 +1327,7 @@ class SqlStore:
         after_id: int | None = None,
         limit: int | None = None,
     ) -> list[EventRecord]:
-        return await self._run(self._list_events, stack_id, resource_name, after_id, limit)
+        return await self._read(self._list_events, stack_id, resource_name, after_id, limit)
 
     def _list_events(
         self, stack_id: str, resource_name: str | None, after_id: int | None, limit: int | None
@@ -1366,7 +1378,7 @@ class SqlStore:
             )
 
     async def list_services(self) -> list[ServiceRecord]:
-        return await self._run(self._list_services)
+        return await self._read(self._list_services)
 
     def _list_services(self) -> list[ServiceRecord]:
         with self._tx() as conn:
@@ -1403,7 +1415,7 @@ class SqlStore:
             conn.execute(t.service.delete().where(t.service.c.engine_id == engine_id))
 
     async def live_engines(self, heartbeat_after: float) -> set[str]:
-        return await self._run(self._live_engines, heartbeat_after)
+        return await self._read(self._live_engines, heartbeat_after)
 
     def _live_engines(self, heartbeat_after: float) -> set[str]:
         with self._tx() as conn:
