@@ -347,7 +347,11 @@ class Worker:
             acting = self._acting(target.id, stack.current_traversal)
             if acting is None:
                 return
-            claimed = await self._claim(stack, target, action, "state changed", intent=intent)
+            try:
+                claimed = await self._claim(stack, target, action, "state changed", intent=intent)
+            except BaseException:
+                self._done(acting)  # a claim the database cut short must not mark it forever
+                raise
             if claimed is None:
                 self._done(acting)
                 return
@@ -609,7 +613,11 @@ class Worker:
         acting = self._acting(row.id, stack.current_traversal)  # before the claim is visible
         if acting is None:
             return False
-        claimed = await self._claim(stack, row, Action.DELETE, decision.reason)
+        try:
+            claimed = await self._claim(stack, row, Action.DELETE, decision.reason)
+        except BaseException:
+            self._done(acting)  # a claim the database cut short must not mark it forever
+            raise
         if claimed is None:
             self._done(acting)
             return False
