@@ -1066,22 +1066,7 @@ class SqlStore:
         ``kept_if_superseded``: a row to delete is kept with these changes instead when
         the traversal is no longer current (the newer one may have chosen the row).
         """
-        if self._pg is not None:
-            return await self._pg_finish_node(
-                stack_id,
-                traversal_id,
-                sender,
-                resource_id,
-                expected_key,
-                changes,
-                delete_resource,
-                events,
-                reports,
-                expected_counts,
-                kept_if_superseded,
-            )
-        return await self._short(
-            self._finish_node,
+        args = (
             stack_id,
             traversal_id,
             sender,
@@ -1094,6 +1079,9 @@ class SqlStore:
             expected_counts,
             kept_if_superseded,
         )
+        if self._pg is not None:
+            return await self._pg_finish_node(*args)
+        return await self._short(self._finish_node, *args)
 
     def _finish_node(
         self,
