@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import functools
 import os
 import sqlite3
@@ -37,6 +36,16 @@ from converge.adapters.sql import leases, state_file
 from converge.adapters.sql import tables as t
 from converge.adapters.sql.entities import EntityStore
 from converge.adapters.sql.migrations import SCHEMA_HEAD, SCHEMA_REVISIONS
+from converge.adapters.sql.records import (
+    column_value,
+    event_rows,
+    inserted_id,
+    merged,
+    new_resource_row,
+    resource_record,
+    stack_found,
+    stack_record,
+)
 from converge.adapters.sql.sqlite_hot import SqliteHotPath
 from converge.core.states import Action, Status
 from converge.core.traversal import GraphNode
@@ -51,7 +60,6 @@ from converge.records import (
     ServiceRecord,
     StackRecord,
     TemplateRecord,
-    built,
 )
 from converge.sqlite_inline import Busy, InlineSqlite
 
@@ -468,7 +476,7 @@ class SqlStore:
                 created_at=self._clock(),
             )
         )
-        return _inserted_id(result)
+        return inserted_id(result)
 
     async def get_template(self, template_id: int) -> TemplateRecord:
         return await self._read(self._get_template, template_id)
@@ -575,7 +583,7 @@ class SqlStore:
 
     async def get_stack(self, stack_id: str) -> StackRecord:
         if self._pg is not None:
-            return _stack_found(await self._pg.stack(stack_id), stack_id)
+            return stack_found(await self._pg.stack(stack_id), stack_id)
         return await self._short(self._stack_by_id, stack_id)
 
     def _stack_by_id(self, conn: Conn, stack_id: str) -> StackRecord:
@@ -585,7 +593,7 @@ class SqlStore:
         else:
             assert isinstance(conn, Connection)
             row = conn.execute(_SELECT_STACK, {"stack_id": stack_id}).one_or_none()
-        return _stack_found(row, stack_id)
+        return stack_found(row, stack_id)
 
     async def find_stack(
         self, name_or_id: str, project_id: str, *, include_deleted: bool = False
@@ -594,7 +602,7 @@ class SqlStore:
         # inline on SQLite (see ``_short``) with a statement built once.
         if self._pg is not None:
             row = await self._pg.find_stack(name_or_id, project_id, include_deleted)
-            return _stack_found(row, repr(name_or_id))
+            return stack_found(row, repr(name_or_id))
         return await self._short(self._find_stack, name_or_id, project_id, include_deleted)
 
     def _find_stack(
@@ -607,7 +615,7 @@ class SqlStore:
             assert isinstance(conn, Connection)
             query = _FIND_STACK if include_deleted else _FIND_LIVE_STACK
             row = conn.execute(query, {"project_id": project_id, "name_or_id": name_or_id}).first()
-        return _stack_found(row, repr(name_or_id))
+        return stack_found(row, repr(name_or_id))
 
     async def list_stacks(
         self, project_id: str | None = None, *, include_deleted: bool = False
@@ -622,7 +630,7 @@ class SqlStore:
             query = query.where(t.stack.c.deleted_marker == "")
         with self._tx() as conn:
             rows = conn.execute(query.order_by(t.stack.c.created_at)).all()
-        return [_stack_record(row) for row in rows]
+        return [stack_record(row) for row in rows]
 
     async def get_traversal_graph(self, stack_id: str) -> tuple[str, Mapping[str, Any] | None]:
         """The current traversal id and its stored graph."""
@@ -680,7 +688,7 @@ class SqlStore:
             query = query.where(t.stack.c.atomic_key == expected_key)
         if expected_traversal is not None:
             query = query.where(t.stack.c.current_traversal == expected_traversal)
-        values = {key: _column_value(value) for key, value in changes.items()}
+        values = {key: column_value(value) for key, value in changes.items()}
         values["atomic_key"] = t.stack.c.atomic_key + 1
         values.setdefault("updated_at", self._clock())
         return conn.execute(query.values(**values)).rowcount == 1
@@ -721,7 +729,7 @@ class SqlStore:
                 now = self._clock()
                 conn.execute(
                     t.resource.insert(),
-                    [_new_resource_row(stack_id, new, now) for new in new_resources],
+                    [new_resource_row(stack_id, new, now) for new in new_resources],
                 )
             rows = self._resources_of(conn, stack_id)
             changes, graph = build(rows)
@@ -805,10 +813,10 @@ class SqlStore:
             rows = self._resource_rows_of(conn, stack_id)
         # Records are made after the commit: on SQLite the transaction holds the write
         # lock, and making a big stack's records takes longer than reading its rows.
-        return [_resource_record(row) for row in rows]
+        return [resource_record(row) for row in rows]
 
     def _resources_of(self, conn: Connection, stack_id: str) -> list[ResourceRecord]:
-        return [_resource_record(row) for row in self._resource_rows_of(conn, stack_id)]
+        return [resource_record(row) for row in self._resource_rows_of(conn, stack_id)]
 
     def _resource_rows_of(self, conn: Connection, stack_id: str) -> Sequence[Any]:
         raw = self._raw(conn)
@@ -830,7 +838,7 @@ class SqlStore:
     async def get_resource(self, resource_id: int) -> ResourceRecord | None:
         if self._pg is not None:
             row = await self._pg.resource(resource_id)
-            return None if row is None else _resource_record(row)
+            return None if row is None else resource_record(row)
         return await self._short(self._resource_by_id, resource_id)
 
     def _resource_by_id(self, conn: Conn, resource_id: int) -> ResourceRecord | None:
@@ -840,7 +848,7 @@ class SqlStore:
         else:
             assert isinstance(conn, Connection)
             row = conn.execute(_SELECT_RESOURCE, {"resource_id": resource_id}).one_or_none()
-        return None if row is None else _resource_record(row)
+        return None if row is None else resource_record(row)
 
     async def load_for_check(
         self, stack_id: str, node: GraphNode, traversal_id: str, *, with_reports: bool = True
@@ -856,8 +864,8 @@ class SqlStore:
                 with_reports,
             )
             reports = [Report(sender, is_update, data) for sender, is_update, data in found]
-            resource = None if row is None else _resource_record(row)
-            return _stack_found(stack, stack_id), resource, reports
+            resource = None if row is None else resource_record(row)
+            return stack_found(stack, stack_id), resource, reports
         return await self._short(self._load_for_check, stack_id, node, traversal_id, with_reports)
 
     def _load_for_check(
@@ -917,7 +925,7 @@ class SqlStore:
         if events and stack_id:
             self._add_events(conn, stack_id, events)
         if current is not None and current.atomic_key == expected_key:
-            return _merged(current, changes, expected_key + 1)
+            return merged(current, changes, expected_key + 1)
         return self._resource_by_id(conn, resource_id)
 
     async def _pg_update_resource(
@@ -940,7 +948,7 @@ class SqlStore:
             expected_key,
             self._cas_values(expected_key, changes),
             stack_id,
-            _event_rows(stack_id or "", events, now),
+            event_rows(stack_id or "", events, now),
             now,
             read_back=not merge,
         )
@@ -948,12 +956,12 @@ class SqlStore:
             return None
         if merge:
             assert current is not None
-            return _merged(current, changes, expected_key + 1)
-        return _resource_record(row)
+            return merged(current, changes, expected_key + 1)
+        return resource_record(row)
 
     def _cas_values(self, expected_key: int, changes: Mapping[str, Any]) -> dict[str, Any]:
         """The columns a resource compare-and-swap writes (the key taken, the time)."""
-        values = {key: _column_value(value) for key, value in changes.items()}
+        values = {key: column_value(value) for key, value in changes.items()}
         values["atomic_key"] = expected_key + 1
         values.setdefault("updated_at", self._clock())
         return values
@@ -1007,7 +1015,7 @@ class SqlStore:
         observed_at: float | None,
     ) -> bool:
         with self._tx() as conn:
-            values = {key: _column_value(value) for key, value in changes.items()}
+            values = {key: column_value(value) for key, value in changes.items()}
             where = [t.resource.c.id == resource_id]
             if observed_at is not None:
                 values["drift_checked_at"] = observed_at
@@ -1027,13 +1035,13 @@ class SqlStore:
     def _add_replacement(
         self, conn: Conn, old: ResourceRecord, new: NewResource, old_changes: Mapping[str, Any]
     ) -> tuple[ResourceRecord, ResourceRecord] | None:
-        values = _new_resource_row(old.stack_id, new, self._clock())
+        values = new_resource_row(old.stack_id, new, self._clock())
         raw = self._raw(conn)
         if raw is not None and self._hot is not None:
             new_id = self._hot.insert_resource(raw, values)
         else:
             assert isinstance(conn, Connection)
-            new_id = _inserted_id(conn.execute(t.resource.insert().values(**values)))
+            new_id = inserted_id(conn.execute(t.resource.insert().values(**values)))
         changes = dict(old_changes)
         changes["replaced_by"] = new_id
         if not self._cas_resource(conn, old.id, old.atomic_key, changes):
@@ -1152,7 +1160,7 @@ class SqlStore:
             kept=(
                 None if kept_if_superseded is None else self._cas_values(key, kept_if_superseded)
             ),
-            events=_event_rows(stack_id, events, now),
+            events=event_rows(stack_id, events, now),
             targets=[
                 (
                     target.resource_id,
@@ -1292,14 +1300,14 @@ class SqlStore:
     async def add_events(self, stack_id: str, events: Sequence[NewEvent]) -> None:
         if events and self._pg is not None:
             now = self._clock()
-            await self._pg.add_events(stack_id, _event_rows(stack_id, events, now), now)
+            await self._pg.add_events(stack_id, event_rows(stack_id, events, now), now)
         elif events:
             await self._short(self._add_events, stack_id, events)
 
     def _add_events(self, conn: Conn, stack_id: str, events: Sequence[NewEvent]) -> None:
         if not events:
             return
-        rows = _event_rows(stack_id, events, self._clock())
+        rows = event_rows(stack_id, events, self._clock())
         raw = self._raw(conn)
         if raw is not None and self._hot is not None:
             self._hot.add_events(raw, rows)
@@ -1445,28 +1453,6 @@ def _postgres_hot_path(engine: Engine) -> PostgresHotPath | None:
     return PostgresHotPath(url.render_as_string(hide_password=False), size)
 
 
-def _event_rows(stack_id: str, events: Sequence[NewEvent], now: float) -> list[dict[str, Any]]:
-    return [
-        {
-            "stack_id": stack_id,
-            "resource_name": event.resource_name,
-            "physical_resource_id": event.physical_resource_id,
-            "resource_type": event.resource_type,
-            "action": event.action,
-            "status": event.status,
-            "reason": event.reason,
-            "created_at": now,
-        }
-        for event in events
-    ]
-
-
-def _stack_found(row: Any | None, name: str) -> StackRecord:
-    if row is None:
-        raise NotFound(f"stack {name} not found")
-    return _stack_record(row)
-
-
 def _alembic_config() -> Config:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
@@ -1545,26 +1531,6 @@ def _fatal(location: str, error: BaseException | None) -> StateError | None:
     return None
 
 
-def _merged(row: ResourceRecord, changes: Mapping[str, Any], atomic_key: int) -> ResourceRecord:
-    """``row`` as it reads after ``changes`` were written (typed as ``_resource_record``)."""
-    fields = dict(changes, atomic_key=atomic_key)
-    if "action" in fields:
-        fields["action"] = Action(fields["action"])
-    if "status" in fields:
-        fields["status"] = Status(fields["status"])
-    if "requires" in fields:
-        fields["requires"] = frozenset(fields["requires"])
-    if "cleared_hooks" in fields:
-        fields["cleared_hooks"] = tuple(fields["cleared_hooks"])
-    return dataclasses.replace(row, **fields)
-
-
-def _inserted_id(result: sa.CursorResult[Any]) -> int:
-    key = result.inserted_primary_key
-    assert key is not None  # a single-row insert into a table with a primary key
-    return int(key[0])
-
-
 def _sync_point(traversal_id: str, node: GraphNode) -> dict[str, Any]:
     return {
         "traversal_id": traversal_id,
@@ -1582,122 +1548,3 @@ def _safe_url(url: str) -> str:
         return sa.engine.make_url(url).render_as_string(hide_password=True)
     except Exception:
         return "<database>"
-
-
-def _column_value(value: Any) -> Any:
-    if isinstance(value, frozenset | set):
-        return sorted(value)
-    if isinstance(value, tuple):
-        return list(value)
-    if isinstance(value, Action | Status):
-        return str(value)
-    return value
-
-
-def _new_resource_row(stack_id: str, new: NewResource, now: float) -> dict[str, Any]:
-    return {
-        "stack_id": stack_id,
-        "name": new.name,
-        "type": new.type,
-        "action": str(Action.INIT),
-        "status": str(Status.COMPLETE),
-        "status_reason": "",
-        "physical_resource_id": None,
-        "current_template_id": new.current_template_id,
-        "requires": sorted(new.requires),
-        "replaces": new.replaces,
-        "replaced_by": None,
-        "engine_id": None,
-        "atomic_key": 0,
-        "properties_data": {},
-        "plugin_data": {},
-        "attr_data": {},
-        "deletion_policy": new.deletion_policy,
-        "host": new.host,
-        "hook_pending": None,
-        "cleared_hooks": [],
-        "drift_status": "NOT_CHECKED",
-        "drift_detail": None,
-        "heal_attempts": 0,
-        "created_at": now,
-        "updated_at": None,
-    }
-
-
-# Stored text to enum by a dict: ``Action(text)`` costs several times more, and a listing of
-# a big stack converts two per row. An unknown text still fails in the enum's own call.
-_ACTIONS: dict[str, Action] = {action.value: action for action in Action}
-_STATUSES: dict[str, Status] = {status.value: status for status in Status}
-
-
-def _action(text: str) -> Action:
-    return _ACTIONS.get(text) or Action(text)
-
-
-def _status(text: str) -> Status:
-    return _STATUSES.get(text) or Status(text)
-
-
-def _stack_record(row: Any) -> StackRecord:
-    return StackRecord(
-        id=row.id,
-        name=row.name,
-        project_id=row.project_id,
-        action=_action(row.action),
-        status=_status(row.status),
-        status_reason=row.status_reason or "",
-        raw_template_id=row.raw_template_id,
-        prev_raw_template_id=row.prev_raw_template_id,
-        current_traversal=row.current_traversal or "",
-        disable_rollback=bool(row.disable_rollback),
-        timeout_mins=row.timeout_mins,
-        drift_policy=row.drift_policy,
-        atomic_key=row.atomic_key,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        deadline=row.deadline,
-        outputs=row.outputs or {},
-        tags=tuple(row.tags or ()),
-        deleted=bool(row.deleted_marker),
-        converge=bool(row.converge),
-        converge_names=None if row.converge_names is None else tuple(row.converge_names),
-        owner_id=row.owner_id,
-    )
-
-
-def _resource_record(row: Any) -> ResourceRecord:
-    # ``built``: listings make thousands of these, and the generated __init__ is slow.
-    return built(
-        ResourceRecord,
-        dict(
-            id=row.id,
-            stack_id=row.stack_id,
-            name=row.name,
-            type=row.type,
-            action=_action(row.action),
-            status=_status(row.status),
-            status_reason=row.status_reason or "",
-            physical_resource_id=row.physical_resource_id,
-            current_template_id=row.current_template_id,
-            requires=frozenset(row.requires or ()),
-            replaces=row.replaces,
-            replaced_by=row.replaced_by,
-            engine_id=row.engine_id,
-            atomic_key=row.atomic_key,
-            properties_data=row.properties_data or {},
-            plugin_data=row.plugin_data or {},
-            attr_data=row.attr_data or {},
-            deletion_policy=row.deletion_policy,
-            hook_pending=row.hook_pending,
-            cleared_hooks=tuple(row.cleared_hooks or ()),
-            created_at=row.created_at,
-            updated_at=row.updated_at,
-            drift_status=row.drift_status,
-            drift_detail=row.drift_detail or {},
-            heal_attempts=row.heal_attempts or 0,
-            heal_last_at=row.heal_last_at,
-            heal_next_at=row.heal_next_at,
-            drift_checked_at=row.drift_checked_at,
-            host=row.host,
-        ),
-    )
