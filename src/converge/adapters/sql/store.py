@@ -9,33 +9,24 @@ counts once.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import functools
 import os
-import sqlite3
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import Any
 
 import sqlalchemy as sa
 from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from converge.adapters import json_codec
 from converge.adapters.sql import leases, state_file
 from converge.adapters.sql import tables as t
+from converge.adapters.sql.connection import Conn, create_engine, fatal_error, safe_url
 from converge.adapters.sql.entities import EntityStore
-from converge.adapters.sql.migrations import SCHEMA_HEAD, SCHEMA_REVISIONS
 from converge.adapters.sql.records import (
     column_value,
     event_rows,
@@ -46,10 +37,10 @@ from converge.adapters.sql.records import (
     stack_found,
     stack_record,
 )
-from converge.adapters.sql.sqlite_hot import SqliteHotPath
+from converge.adapters.sql.schema import MIGRATIONS, SchemaMixin, alembic_config
 from converge.core.states import Action, Status
 from converge.core.traversal import GraphNode
-from converge.errors import Conflict, NotFound, StateError, StoreError
+from converge.errors import Conflict, NotFound, StoreError
 from converge.records import (
     EventRecord,
     NewEvent,
@@ -61,18 +52,6 @@ from converge.records import (
     StackRecord,
     TemplateRecord,
 )
-from converge.sqlite_inline import Busy, InlineSqlite
-
-if TYPE_CHECKING:  # psycopg comes with the postgres extra only: imported when used
-    from converge.adapters.sql.postgres_hot import PostgresHotPath
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-# A transaction's connection: SQLAlchemy's (store thread), or SQLite's own (inline).
-Conn = Connection | sqlite3.Connection
-
-MIGRATIONS = Path(__file__).parent / "migrations"
 
 # Columns read on the hot path: never the traversal graph, which can be megabytes.
 _STACK_COLUMNS = [c for c in t.stack.c if c.name != "current_deps"]
@@ -142,54 +121,19 @@ _COUNT_NEW_REPORT = (
 _INSERT_EVENT = t.event.insert()
 
 
+# Imported from here by other modules and tests, from before the store was split by
+# concept (the migration tests patch Alembic's ``command`` and make engines here).
+__all__ = ["MIGRATIONS", "SqlStore", "_alembic_config", "_create_engine", "command", "sqlite_url"]
+_alembic_config = alembic_config
+_create_engine = create_engine
+
+
 def sqlite_url(path: str | os.PathLike[str]) -> str:
     return f"sqlite:///{Path(path).resolve()}"
 
 
-class SqlStore:
+class SqlStore(SchemaMixin):
     """The store port over a SQLAlchemy engine."""
-
-    def __init__(
-        self,
-        engine: Engine,
-        *,
-        clock: Callable[[], float] = time.time,
-        location: str | None = None,
-    ) -> None:
-        self._engine = engine
-        self._clock = clock
-        # What errors name: the state file's path, or the database URL without password.
-        self.location = location or _safe_url(str(engine.url))
-        # The first fatal error (damaged, full, unreadable state): every later call raises
-        # it again, so nothing more is written and the run stops within seconds.
-        self.failure: StateError | None = None
-        self.is_sqlite = engine.dialect.name == "sqlite"
-        workers = (
-            1
-            if self.is_sqlite
-            else max(2, engine.pool.size() if hasattr(engine.pool, "size") else 4)
-        )
-        self._executor = ThreadPoolExecutor(
-            max_workers=workers, thread_name_prefix="converge-store"
-        )
-        # RETURNING says whether the report was new (rowcount of an upsert is not reliable).
-        self._insert_report = self._insert_ignore(t.sync_report).returning(
-            t.sync_report.c.sender_resource_id
-        )
-        # SQLite: the store's one thread keeps its connection (no pool checkout and reset
-        # per transaction). PostgreSQL: connections come from the pool, which checks them.
-        self._held = threading.local()
-        self._hot = SqliteHotPath() if self.is_sqlite else None
-        # PostgreSQL: the check's statements on psycopg, one round trip each.
-        self._pg = _postgres_hot_path(engine)
-        # SQLite file: the short transactions of a resource check run inline, on the
-        # caller's thread, whenever the write lock is free (see ``_short``).
-        database = engine.url.database if self.is_sqlite else None
-        self._inline = (
-            InlineSqlite(database, _configure_sqlite)
-            if database and database != ":memory:" and not database.startswith("file:")
-            else None
-        )
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -200,7 +144,7 @@ class SqlStore:
             path = url[len("sqlite:///") :]
             if path and path != ":memory:":
                 return cls.open_file(path, clock=clock)
-        return cls._open_url(url, _safe_url(url), clock=clock, read_only=False)
+        return cls._open_url(url, safe_url(url), clock=clock, read_only=False)
 
     @classmethod
     def open_file(
@@ -228,13 +172,13 @@ class SqlStore:
     ) -> SqlStore:
         store: SqlStore | None = None
         try:
-            engine = _create_engine(url, read_only=read_only)
+            engine = create_engine(url, read_only=read_only)
             store = cls(engine, clock=clock, location=location)
             store._bring_schema_up_to_date(read_only=read_only)
         except sa.exc.DBAPIError as exc:
             if store is not None:
                 store._discard()
-            fatal = _fatal(location, exc.orig)
+            fatal = fatal_error(location, exc.orig)
             if fatal is not None:
                 raise fatal from exc
             raise StoreError(f"cannot open the database {location}: {exc.orig}") from exc
@@ -244,199 +188,10 @@ class SqlStore:
             raise
         return store
 
-    def _discard(self) -> None:
-        """Let go of a store that failed to open (no transaction ran on its threads)."""
-        self._executor.shutdown(wait=True)
-        if self._inline is not None:
-            self._inline.close()
-        self._engine.dispose()
-
-    def _bring_schema_up_to_date(self, *, read_only: bool) -> None:
-        """Migrate only when the schema is behind: reading its version is one cheap query."""
-        with self._engine.connect() as connection:
-            revision = _schema_revision(connection)
-        if revision == SCHEMA_HEAD:
-            return
-        if revision is not None and revision not in SCHEMA_REVISIONS:
-            raise StateError(
-                self.location,
-                f"written by a newer converge (schema {revision}; this one knows up to "
-                f"{SCHEMA_HEAD}): use that version",
-            )
-        if read_only:
-            if revision is None:
-                with self._engine.connect() as connection:
-                    _refuse_foreign_tables(connection, self.location)
-            raise StateError(
-                self.location,
-                f"the schema is {revision or 'missing'} and this converge needs {SCHEMA_HEAD}: "
-                "`converge state upgrade` (or any command that writes) brings it up to date",
-            )
-        self.migrate()
-
-    def migrate(self) -> None:
-        """Bring the schema up to the newest migration; one already there is only read.
-
-        Every CLI command and every engine process opens the store: running Alembic's
-        upgrade each time cost more than most commands' own work.
-        """
-        with self._engine.begin() as connection:
-            if connection.dialect.name == "postgresql":
-                # Processes starting together on an empty database take turns: without the
-                # lock both create the schema and one fails (alembic_version exists).
-                connection.execute(
-                    sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK}
-                )
-            current = MigrationContext.configure(connection).get_current_revision()
-            if current is not None and current == _head_revision():
-                return
-            if current is None:
-                # Under the lock: another process's schema is committed by now, so tables
-                # without a version are someone else's.
-                _refuse_foreign_tables(connection, self.location)
-            config = _alembic_config()
-            config.attributes["connection"] = connection
-            command.upgrade(config, "head")
-
-    async def close(self) -> None:
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._executor, self._release_held)
-        # Transactions still running on the store's threads (their callers may have been
-        # cancelled) end before the pool is disposed: a connection checked out across
-        # dispose() is dropped without being closed.
-        await loop.run_in_executor(None, functools.partial(self._executor.shutdown, wait=True))
-        if self._inline is not None:
-            self._inline.close()
-        if self._pg is not None:
-            await self._pg.close()
-        self._engine.dispose()
-
-    def _release_held(self) -> None:
-        """Close the connection the SQLite store thread keeps (run on that thread)."""
-        held: Connection | None = getattr(self._held, "conn", None)
-        if held is not None:
-            held.close()
-            self._held.conn = None
-
     @functools.cached_property
     def entities(self) -> EntityStore:
         """The synchronizer's baseline, in the same database and on the same threads."""
         return EntityStore(self)
-
-    @property
-    def url(self) -> str:
-        return _safe_url(str(self._engine.url))
-
-    async def _run(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-        self._raise_if_failed()
-        loop = asyncio.get_running_loop()
-        try:
-            return await loop.run_in_executor(
-                self._executor, functools.partial(fn, *args, **kwargs)
-            )
-        except sa.exc.DatabaseError as exc:
-            translated = self._database_error(
-                exc.orig, passing=isinstance(exc, sa.exc.OperationalError)
-            )
-            if translated is None:
-                raise
-            raise translated from exc
-        except sqlite3.DatabaseError as exc:  # the hot statements run on sqlite3 directly
-            translated = self._database_error(
-                exc, passing=isinstance(exc, sqlite3.OperationalError)
-            )
-            if translated is None:
-                raise
-            raise translated from exc
-
-    async def _read(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-        """A read only: run again once on a fresh connection when the server dropped the
-        one it used (a restart, pg_terminate_backend); it wrote nothing, so nothing is done
-        twice. A reader following an operation then rides out a dropped connection."""
-        try:
-            return await self._run(fn, *args, **kwargs)
-        except StoreError as exc:
-            cause = exc.__cause__
-            if not (isinstance(cause, sa.exc.DBAPIError) and cause.connection_invalidated):
-                raise
-            return await self._run(fn, *args, **kwargs)
-
-    def _raise_if_failed(self) -> None:
-        if self.failure is not None:
-            raise StateError(self.failure.location, self.failure.reason)
-
-    def _database_error(self, error: BaseException | None, *, passing: bool) -> StoreError | None:
-        """A driver error as converge's: fatal ones (a damaged or full state) stick, and
-        ``passing`` ones (a lock, a lost connection) are ``StoreError``. None for the
-        rest (a bad statement, a constraint the code should have handled): bugs, raised
-        as they are.
-        """
-        fatal = _fatal(self.location, error)
-        if fatal is not None:
-            if self.failure is None:
-                self.failure = fatal
-            return fatal
-        return StoreError(f"database error: {error}") if passing else None
-
-    async def _short(
-        self, work: Callable[Concatenate[Conn, P], R], *args: P.args, **kwargs: P.kwargs
-    ) -> R:
-        """Run a short, bounded transaction ``work(conn, ...)``.
-
-        On a SQLite file it runs inline, on the caller's thread, when the write lock is
-        free: about a tenth of the cost of handing it to the store thread. When another
-        connection holds the lock, and on PostgreSQL, it runs on the store's thread,
-        which may wait. ``work`` must touch nothing but the database: it may be rolled
-        back and run again.
-        """
-        self._raise_if_failed()
-        if self._inline is not None:
-            try:
-                return self._inline.run(work, *args, **kwargs)
-            except Busy:
-                pass
-            except sqlite3.DatabaseError as exc:
-                translated = self._database_error(
-                    exc, passing=isinstance(exc, sqlite3.OperationalError)
-                )
-                if translated is None:
-                    raise
-                raise translated from exc
-        return await self._run(self._in_tx, lambda conn: work(conn, *args, **kwargs))
-
-    def _in_tx(self, work: Callable[[Conn], R]) -> R:
-        with self._tx() as conn:
-            return work(conn)
-
-    @contextlib.contextmanager
-    def _tx(self) -> Iterator[Connection]:
-        """One transaction: committed when the block ends, rolled back if it raises."""
-        if not self.is_sqlite:
-            with self._engine.begin() as conn:
-                yield conn
-            return
-        held: Connection | None = getattr(self._held, "conn", None)
-        if held is None or held.closed or held.invalidated:
-            held = self._held.conn = self._engine.connect()
-        with held.begin():
-            yield held
-
-    def _raw(self, conn: Conn) -> sqlite3.Connection | None:
-        """SQLite's own connection under ``conn``, for the hot statements (None: PostgreSQL)."""
-        if self._hot is None:
-            return None
-        if isinstance(conn, sqlite3.Connection):
-            return conn
-        raw = conn.connection.dbapi_connection
-        assert isinstance(raw, sqlite3.Connection)
-        return raw
-
-    def _insert_ignore(self, table: sa.Table) -> Any:
-        if self.is_sqlite:
-            return sqlite.insert(table).on_conflict_do_nothing()
-        if self._engine.dialect.name == "postgresql":
-            return postgresql.insert(table).on_conflict_do_nothing()
-        raise StoreError(f"unsupported database {self._engine.dialect.name}")
 
     # --- templates -------------------------------------------------------------------
 
@@ -1440,111 +1195,9 @@ class SqlStore:
 # --- helpers -------------------------------------------------------------------------
 
 
-def _postgres_hot_path(engine: Engine) -> PostgresHotPath | None:
-    """The PostgreSQL statements of a check (None on SQLite); psycopg is imported only
-    here, as it is installed only with the ``postgres`` extra."""
-    if engine.dialect.name != "postgresql":
-        return None
-    from converge.adapters.sql.postgres_hot import PostgresHotPath
-
-    url = engine.url.set(drivername="postgresql")
-    # As many connections as SQLAlchemy's pool keeps: the same concurrency either way.
-    size = engine.pool.size() if hasattr(engine.pool, "size") else 4
-    return PostgresHotPath(url.render_as_string(hide_password=False), size)
-
-
-def _alembic_config() -> Config:
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS))
-    return config
-
-
-@functools.cache
-def _head_revision() -> str | None:
-    """The newest migration shipped with this code (read from the scripts once)."""
-    return ScriptDirectory.from_config(_alembic_config()).get_current_head()
-
-
-def _create_engine(url: str, *, read_only: bool = False) -> Engine:
-    if url.startswith("sqlite"):
-        engine = sa.create_engine(
-            url,
-            connect_args={"isolation_level": None, "timeout": 30},
-            json_deserializer=json_codec.loads,
-        )
-
-        @sa.event.listens_for(engine, "connect")
-        def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-            if not read_only:  # journal_mode=WAL writes the file when it is not WAL yet
-                _configure_sqlite(dbapi_connection)
-            dbapi_connection.execute("PRAGMA busy_timeout=30000")
-
-        @sa.event.listens_for(engine, "begin")
-        def _on_begin(connection: Connection) -> None:
-            # Take the write lock up front: another process on the same file then waits
-            # (busy_timeout) instead of failing a read-to-write upgrade mid-transaction.
-            connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
-
-        return engine
-    if url.startswith("postgresql://"):
-        url = "postgresql+psycopg://" + url[len("postgresql://") :]
-    return sa.create_engine(
-        url, pool_size=8, max_overflow=4, pool_pre_ping=True, json_deserializer=json_codec.loads
-    )
-
-
-def _configure_sqlite(conn: sqlite3.Connection) -> None:
-    """What every connection to the state file sets (busy timeouts differ: see callers)."""
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("PRAGMA foreign_keys=ON")
-
-
-def _schema_revision(connection: Connection) -> str | None:
-    """The stored schema version; None for a database without one (new, or not ours)."""
-    try:
-        return connection.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
-    except sa.exc.OperationalError as exc:  # SQLite: no such table
-        connection.rollback()
-        if "no such table" not in str(exc.orig):
-            raise
-    except sa.exc.ProgrammingError:  # PostgreSQL: undefined table
-        connection.rollback()
-    # Tables without a version are looked at under the migration lock (``migrate``): here
-    # another process may commit a new schema between the two reads.
-    return None
-
-
-def _refuse_foreign_tables(connection: Connection, location: str) -> None:
-    tables = sa.inspect(connection).get_table_names()
-    if tables:
-        raise StateError(
-            location,
-            f"not a converge state: it has tables ({', '.join(sorted(tables)[:5])}) "
-            "but no converge schema version",
-        )
-
-
-def _fatal(location: str, error: BaseException | None) -> StateError | None:
-    if isinstance(error, sqlite3.Error):
-        return state_file.state_error(location, error)
-    return None
-
-
 def _sync_point(traversal_id: str, node: GraphNode) -> dict[str, Any]:
     return {
         "traversal_id": traversal_id,
         "target_resource_id": node.resource_id,
         "target_is_update": node.is_update,
     }
-
-
-# The advisory lock migrations hold on PostgreSQL (any constant; "cvmigr" in ASCII).
-_MIGRATION_LOCK = 0x63766D69677272
-
-
-def _safe_url(url: str) -> str:
-    try:
-        return sa.engine.make_url(url).render_as_string(hide_password=True)
-    except Exception:
-        return "<database>"
