@@ -27,6 +27,7 @@ from converge.adapters.sql import leases, state_file
 from converge.adapters.sql import tables as t
 from converge.adapters.sql.connection import Conn, create_engine, fatal_error, safe_url
 from converge.adapters.sql.entities import EntityStore
+from converge.adapters.sql.events import EventsMixin
 from converge.adapters.sql.records import (
     column_value,
     event_rows,
@@ -38,11 +39,11 @@ from converge.adapters.sql.records import (
     stack_record,
 )
 from converge.adapters.sql.schema import MIGRATIONS, SchemaMixin, alembic_config
+from converge.adapters.sql.templates import TemplatesMixin
 from converge.core.states import Action, Status
 from converge.core.traversal import GraphNode
 from converge.errors import Conflict, NotFound, StoreError
 from converge.records import (
-    EventRecord,
     NewEvent,
     NewResource,
     NewTemplate,
@@ -50,7 +51,6 @@ from converge.records import (
     ResourceRecord,
     ServiceRecord,
     StackRecord,
-    TemplateRecord,
 )
 
 # Columns read on the hot path: never the traversal graph, which can be megabytes.
@@ -118,7 +118,6 @@ _COUNT_NEW_REPORT = (
     )
     .returning(_sp.received)
 )
-_INSERT_EVENT = t.event.insert()
 
 
 # Imported from here by other modules and tests, from before the store was split by
@@ -132,7 +131,7 @@ def sqlite_url(path: str | os.PathLike[str]) -> str:
     return f"sqlite:///{Path(path).resolve()}"
 
 
-class SqlStore(SchemaMixin):
+class SqlStore(TemplatesMixin, EventsMixin, SchemaMixin):
     """The store port over a SQLAlchemy engine."""
 
     # --- lifecycle -------------------------------------------------------------------
@@ -192,65 +191,6 @@ class SqlStore(SchemaMixin):
     def entities(self) -> EntityStore:
         """The synchronizer's baseline, in the same database and on the same threads."""
         return EntityStore(self)
-
-    # --- templates -------------------------------------------------------------------
-
-    async def add_template(
-        self,
-        stack_id: str,
-        template: Mapping[str, Any],
-        environment: Mapping[str, Any],
-        files: Mapping[str, str],
-        parameters: Mapping[str, Any],
-    ) -> int:
-        return await self._run(
-            self._add_template, stack_id, template, environment, files, parameters
-        )
-
-    def _add_template(
-        self,
-        stack_id: str,
-        template: Mapping[str, Any],
-        environment: Mapping[str, Any],
-        files: Mapping[str, str],
-        parameters: Mapping[str, Any],
-    ) -> int:
-        with self._tx() as conn:
-            return self._insert_template(
-                conn, stack_id, NewTemplate(template, environment, files, parameters)
-            )
-
-    def _insert_template(self, conn: Connection, stack_id: str, new: NewTemplate) -> int:
-        result = conn.execute(
-            t.raw_template.insert().values(
-                stack_id=stack_id,
-                template=dict(new.template),
-                environment=dict(new.environment),
-                files=dict(new.files),
-                parameters=dict(new.parameters),
-                created_at=self._clock(),
-            )
-        )
-        return inserted_id(result)
-
-    async def get_template(self, template_id: int) -> TemplateRecord:
-        return await self._read(self._get_template, template_id)
-
-    def _get_template(self, template_id: int) -> TemplateRecord:
-        with self._tx() as conn:
-            row = conn.execute(
-                sa.select(t.raw_template).where(t.raw_template.c.id == template_id)
-            ).one_or_none()
-        if row is None:
-            raise NotFound(f"template {template_id} not found")
-        return TemplateRecord(
-            id=row.id,
-            stack_id=row.stack_id,
-            template=row.template,
-            environment=row.environment,
-            files=row.files,
-            parameters=row.parameters,
-        )
 
     # --- stacks ----------------------------------------------------------------------
 
@@ -1049,64 +989,6 @@ class SqlStore(SchemaMixin):
         if resource_ids:
             with self._tx() as conn:
                 conn.execute(t.resource.delete().where(t.resource.c.id.in_(resource_ids)))
-
-    # --- events ----------------------------------------------------------------------
-
-    async def add_events(self, stack_id: str, events: Sequence[NewEvent]) -> None:
-        if events and self._pg is not None:
-            now = self._clock()
-            await self._pg.add_events(stack_id, event_rows(stack_id, events, now), now)
-        elif events:
-            await self._short(self._add_events, stack_id, events)
-
-    def _add_events(self, conn: Conn, stack_id: str, events: Sequence[NewEvent]) -> None:
-        if not events:
-            return
-        rows = event_rows(stack_id, events, self._clock())
-        raw = self._raw(conn)
-        if raw is not None and self._hot is not None:
-            self._hot.add_events(raw, rows)
-        else:
-            assert isinstance(conn, Connection)
-            conn.execute(_INSERT_EVENT, rows)
-
-    async def list_events(
-        self,
-        stack_id: str,
-        *,
-        resource_name: str | None = None,
-        after_id: int | None = None,
-        limit: int | None = None,
-    ) -> list[EventRecord]:
-        return await self._read(self._list_events, stack_id, resource_name, after_id, limit)
-
-    def _list_events(
-        self, stack_id: str, resource_name: str | None, after_id: int | None, limit: int | None
-    ) -> list[EventRecord]:
-        query = sa.select(t.event).where(t.event.c.stack_id == stack_id)
-        if resource_name is not None:
-            query = query.where(t.event.c.resource_name == resource_name)
-        if after_id is not None:
-            query = query.where(t.event.c.id > after_id)
-        query = query.order_by(t.event.c.id)
-        if limit is not None:
-            query = query.limit(limit)
-        with self._tx() as conn:
-            rows = conn.execute(query).all()
-        return [
-            EventRecord(
-                id=row.id,
-                stack_id=row.stack_id,
-                resource_name=row.resource_name,
-                physical_resource_id=row.physical_resource_id,
-                resource_type=row.resource_type,
-                action=row.action,
-                status=row.status,
-                reason=row.reason,
-                created_at=row.created_at,
-            )
-            for row in rows
-        ]
 
     # --- services --------------------------------------------------------------------
 
