@@ -25,7 +25,6 @@ from sqlalchemy.engine import Connection, Engine
 
 from converge.adapters import json_codec
 from converge.adapters.sql import state_file
-from converge.adapters.sql import tables as t
 from converge.adapters.sql.sqlite_hot import SqliteHotPath
 from converge.errors import StateError, StoreError
 from converge.sqlite_inline import Busy, InlineSqlite
@@ -70,10 +69,6 @@ class StoreBase:
         )
         self._executor = ThreadPoolExecutor(
             max_workers=workers, thread_name_prefix="converge-store"
-        )
-        # RETURNING says whether the report was new (rowcount of an upsert is not reliable).
-        self._insert_report = self._insert_ignore(t.sync_report).returning(
-            t.sync_report.c.sender_resource_id
         )
         # SQLite: the store's one thread keeps its connection (no pool checkout and reset
         # per transaction). PostgreSQL: connections come from the pool, which checks them.

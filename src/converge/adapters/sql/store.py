@@ -19,7 +19,6 @@ from typing import Any
 
 import sqlalchemy as sa
 from alembic import command
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
@@ -39,6 +38,7 @@ from converge.adapters.sql.records import (
     stack_record,
 )
 from converge.adapters.sql.schema import MIGRATIONS, SchemaMixin, alembic_config
+from converge.adapters.sql.sync_points import SyncPointsMixin
 from converge.adapters.sql.templates import TemplatesMixin
 from converge.core.states import Action, Status
 from converge.core.traversal import GraphNode
@@ -86,38 +86,6 @@ _CAS_RESOURCE = t.resource.update().where(
 _DELETE_RESOURCE = t.resource.delete().where(
     _res.id == sa.bindparam("_resource_id"), _res.atomic_key == sa.bindparam("_expected_key")
 )
-_SYNC_POINT = (
-    _rep.traversal_id == sa.bindparam("traversal_id"),
-    _rep.target_resource_id == sa.bindparam("target_resource_id"),
-    _rep.target_is_update == sa.bindparam("target_is_update"),
-)
-_SELECT_REPORTS = sa.select(_rep.sender_resource_id, _rep.sender_is_update, _rep.data).where(
-    *_SYNC_POINT
-)
-_COUNT_REPORTS = sa.select(sa.func.count()).select_from(t.sync_report).where(*_SYNC_POINT)
-_sp = t.sync_point.c
-_SELECT_RECEIVED = sa.select(_sp.received).where(
-    _sp.traversal_id == sa.bindparam("traversal_id"),
-    _sp.target_resource_id == sa.bindparam("target_resource_id"),
-    _sp.target_is_update == sa.bindparam("target_is_update"),
-)
-# One more predecessor heard from: the upsert takes the sync point's row lock, so two
-# reporters committing at once are serialized and exactly one sees the last count.
-_COUNT_NEW_REPORT = (
-    postgresql.insert(t.sync_point)
-    .values(
-        traversal_id=sa.bindparam("traversal_id"),
-        target_resource_id=sa.bindparam("target_resource_id"),
-        target_is_update=sa.bindparam("target_is_update"),
-        stack_id=sa.bindparam("stack_id"),
-        received=1,
-    )
-    .on_conflict_do_update(
-        index_elements=[_sp.traversal_id, _sp.target_resource_id, _sp.target_is_update],
-        set_={"received": _sp.received + 1},
-    )
-    .returning(_sp.received)
-)
 
 
 # Imported from here by other modules and tests, from before the store was split by
@@ -131,7 +99,7 @@ def sqlite_url(path: str | os.PathLike[str]) -> str:
     return f"sqlite:///{Path(path).resolve()}"
 
 
-class SqlStore(TemplatesMixin, EventsMixin, SchemaMixin):
+class SqlStore(TemplatesMixin, EventsMixin, SyncPointsMixin, SchemaMixin):
     """The store port over a SQLAlchemy engine."""
 
     # --- lifecycle -------------------------------------------------------------------
@@ -571,15 +539,6 @@ class SqlStore(TemplatesMixin, EventsMixin, SchemaMixin):
         reports = self._reports(conn, traversal_id, node) if with_reports else []
         return stack, resource, reports
 
-    def _reports(self, conn: Conn, traversal_id: str, node: GraphNode) -> list[Report]:
-        raw = self._raw(conn)
-        if raw is not None and self._hot is not None:
-            found = self._hot.reports(raw, traversal_id, node.resource_id, node.is_update)
-            return [Report(sender, is_update, data) for sender, is_update, data in found]
-        assert isinstance(conn, Connection)
-        rows = conn.execute(_SELECT_REPORTS, _sync_point(traversal_id, node)).all()
-        return [Report(row[0], bool(row[1]), row[2]) for row in rows]
-
     async def update_resource(
         self,
         resource_id: int,
@@ -888,100 +847,6 @@ class SqlStore(TemplatesMixin, EventsMixin, SchemaMixin):
         current: str | None = found.scalar_one_or_none()
         return current
 
-    def _report(
-        self,
-        conn: Conn,
-        stack_id: str,
-        traversal_id: str,
-        sender: GraphNode,
-        reports: Mapping[GraphNode, Mapping[str, Any]],
-        expected_counts: Mapping[GraphNode, int],
-    ) -> list[GraphNode]:
-        """Store the sender's report to each target; the targets that are now ready.
-
-        A target is ready when this report is the one that completed it: its count of
-        distinct predecessors, incremented only by a first report, reached the expected
-        number. A repeated report (a re-delivered message) does not count again, but
-        re-announces a target that is already complete, so a lost trigger is recovered.
-        Targets are taken in one order by every sender: two senders reporting to the same
-        targets lock their counters in the same order and cannot deadlock.
-        """
-        ready = []
-        for target in sorted(reports):
-            row = {
-                "traversal_id": traversal_id,
-                "target_resource_id": target.resource_id,
-                "target_is_update": target.is_update,
-                "sender_resource_id": sender.resource_id,
-                "sender_is_update": sender.is_update,
-                "stack_id": stack_id,
-                "data": dict(reports[target]),
-            }
-            is_new = self._add_report(conn, row)
-            expected = expected_counts.get(target, 0)
-            if expected <= 1:
-                # Waiting for one report, this one: nothing to count, nobody to race.
-                ready.append(target)
-            elif is_new:
-                if self._count_new_report(conn, stack_id, traversal_id, target) >= expected:
-                    ready.append(target)
-            elif self._received(conn, traversal_id, target) >= expected:
-                ready.append(target)
-        return ready
-
-    def _add_report(self, conn: Conn, row: Mapping[str, Any]) -> bool:
-        raw = self._raw(conn)
-        if raw is not None and self._hot is not None:
-            return self._hot.add_report(raw, row)
-        assert isinstance(conn, Connection)
-        return conn.execute(self._insert_report, row).first() is not None
-
-    def _count_new_report(
-        self, conn: Conn, stack_id: str, traversal_id: str, target: GraphNode
-    ) -> int:
-        raw = self._raw(conn)
-        if raw is not None and self._hot is not None:
-            return self._hot.count_new_report(
-                raw, stack_id, traversal_id, target.resource_id, target.is_update
-            )
-        assert isinstance(conn, Connection)
-        params = _sync_point(traversal_id, target)
-        params["stack_id"] = stack_id
-        return int(conn.execute(_COUNT_NEW_REPORT, params).scalar_one())
-
-    def _received(self, conn: Conn, traversal_id: str, target: GraphNode) -> int:
-        raw = self._raw(conn)
-        if raw is not None and self._hot is not None:
-            return self._hot.received(raw, traversal_id, target.resource_id, target.is_update)
-        assert isinstance(conn, Connection)
-        found = conn.execute(_SELECT_RECEIVED, _sync_point(traversal_id, target))
-        return int(found.scalar_one_or_none() or 0)
-
-    def _count_reports(self, conn: Conn, traversal_id: str, target: GraphNode) -> int:
-        raw = self._raw(conn)
-        if raw is not None and self._hot is not None:
-            return self._hot.count_reports(raw, traversal_id, target.resource_id, target.is_update)
-        assert isinstance(conn, Connection)
-        return int(conn.execute(_COUNT_REPORTS, _sync_point(traversal_id, target)).scalar_one())
-
-    async def count_reports(self, traversal_id: str, target: GraphNode) -> int:
-        if self._pg is not None:
-            return await self._pg.count_reports(traversal_id, target.resource_id, target.is_update)
-        return await self._short(self._count_reports, traversal_id, target)
-
-    async def reported_senders(self, traversal_id: str) -> set[GraphNode]:
-        """Every node that has reported in a traversal (the sweeper's view of progress)."""
-        return await self._read(self._reported_senders, traversal_id)
-
-    def _reported_senders(self, traversal_id: str) -> set[GraphNode]:
-        with self._tx() as conn:
-            rows = conn.execute(
-                sa.select(t.sync_report.c.sender_resource_id, t.sync_report.c.sender_is_update)
-                .where(t.sync_report.c.traversal_id == traversal_id)
-                .distinct()
-            ).all()
-        return {GraphNode(row[0], bool(row[1])) for row in rows}
-
     async def delete_resources(self, resource_ids: Iterable[int]) -> None:
         await self._run(self._delete_resources, tuple(resource_ids))
 
@@ -1072,14 +937,3 @@ class SqlStore(TemplatesMixin, EventsMixin, SchemaMixin):
 
     async def release_lease(self, name: str, holder: str) -> None:
         await self._run(self._in_tx, lambda conn: leases.give_back(conn, name, holder))
-
-
-# --- helpers -------------------------------------------------------------------------
-
-
-def _sync_point(traversal_id: str, node: GraphNode) -> dict[str, Any]:
-    return {
-        "traversal_id": traversal_id,
-        "target_resource_id": node.resource_id,
-        "target_is_update": node.is_update,
-    }
