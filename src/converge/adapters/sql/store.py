@@ -5,6 +5,12 @@ for SQLite (its single writer, so transactions never wait on each other's locks)
 pool for PostgreSQL. Rows that workers race on (stack, resource) are written with
 compare-and-swap on ``atomic_key``; sync point reports are keyed by sender so a duplicate
 counts once.
+
+``SqlStore`` is composed of one mixin per concept over the connection plumbing
+(``connection.py``): ``schema.py``, ``templates.py``, ``stacks.py``, ``resources.py``,
+``sync_points.py``, ``checks.py`` (a resource check's reads and finish), ``events.py``,
+``services.py`` (and leases); rows become records in ``records.py``. This module
+composes the store and opens it.
 """
 
 from __future__ import annotations
@@ -18,14 +24,13 @@ from pathlib import Path
 import sqlalchemy as sa
 from alembic import command
 
-from converge.adapters.sql import leases, state_file
-from converge.adapters.sql import tables as t
+from converge.adapters.sql import state_file
 from converge.adapters.sql.checks import ChecksMixin
 from converge.adapters.sql.connection import create_engine, fatal_error, safe_url
 from converge.adapters.sql.entities import EntityStore
 from converge.adapters.sql.schema import MIGRATIONS, SchemaMixin, alembic_config
+from converge.adapters.sql.services import LeasesMixin, ServicesMixin
 from converge.errors import StoreError
-from converge.records import ServiceRecord
 
 # Imported from here by other modules and tests, from before the store was split by
 # concept (the migration tests patch Alembic's ``command`` and make engines here).
@@ -38,7 +43,7 @@ def sqlite_url(path: str | os.PathLike[str]) -> str:
     return f"sqlite:///{Path(path).resolve()}"
 
 
-class SqlStore(ChecksMixin, SchemaMixin):
+class SqlStore(ChecksMixin, ServicesMixin, LeasesMixin, SchemaMixin):
     """The store port over a SQLAlchemy engine."""
 
     # --- lifecycle -------------------------------------------------------------------
@@ -98,86 +103,3 @@ class SqlStore(ChecksMixin, SchemaMixin):
     def entities(self) -> EntityStore:
         """The synchronizer's baseline, in the same database and on the same threads."""
         return EntityStore(self)
-
-    # --- services --------------------------------------------------------------------
-
-    async def register_service(self, record: ServiceRecord) -> None:
-        await self._run(self._register_service, record)
-
-    def _register_service(self, record: ServiceRecord) -> None:
-        with self._tx() as conn:
-            conn.execute(t.service.delete().where(t.service.c.engine_id == record.engine_id))
-            conn.execute(
-                t.service.insert().values(
-                    engine_id=record.engine_id,
-                    host=record.host,
-                    pid=record.pid,
-                    roles=list(record.roles),
-                    started_at=record.started_at,
-                    heartbeat_at=record.heartbeat_at,
-                    process_start=record.process_start,
-                )
-            )
-
-    async def list_services(self) -> list[ServiceRecord]:
-        return await self._read(self._list_services)
-
-    def _list_services(self) -> list[ServiceRecord]:
-        with self._tx() as conn:
-            rows = conn.execute(sa.select(t.service).order_by(t.service.c.started_at)).all()
-        return [
-            ServiceRecord(
-                engine_id=row.engine_id,
-                host=row.host,
-                pid=row.pid,
-                roles=tuple(row.roles),
-                started_at=row.started_at,
-                heartbeat_at=row.heartbeat_at,
-                process_start=row.process_start,
-            )
-            for row in rows
-        ]
-
-    async def heartbeat(self, engine_id: str, now: float) -> None:
-        await self._run(self._heartbeat, engine_id, now)
-
-    def _heartbeat(self, engine_id: str, now: float) -> None:
-        with self._tx() as conn:
-            conn.execute(
-                t.service.update()
-                .where(t.service.c.engine_id == engine_id)
-                .values(heartbeat_at=now)
-            )
-
-    async def remove_service(self, engine_id: str) -> None:
-        await self._run(self._remove_service, engine_id)
-
-    def _remove_service(self, engine_id: str) -> None:
-        with self._tx() as conn:
-            conn.execute(t.service.delete().where(t.service.c.engine_id == engine_id))
-
-    async def live_engines(self, heartbeat_after: float) -> set[str]:
-        return await self._read(self._live_engines, heartbeat_after)
-
-    def _live_engines(self, heartbeat_after: float) -> set[str]:
-        with self._tx() as conn:
-            return set(
-                conn.execute(
-                    sa.select(t.service.c.engine_id).where(
-                        t.service.c.heartbeat_at > heartbeat_after
-                    )
-                ).scalars()
-            )
-
-    # --- leases (converge.adapters.sql.leases) ----------------------------------------
-
-    async def take_lease(
-        self, name: str, holder: str, *, now: float, ttl: float | None, live_after: float
-    ) -> bool:
-        return await self._run(
-            self._in_tx,
-            lambda conn: leases.take(conn, name, holder, now=now, ttl=ttl, live_after=live_after),
-        )
-
-    async def release_lease(self, name: str, holder: str) -> None:
-        await self._run(self._in_tx, lambda conn: leases.give_back(conn, name, holder))
