@@ -13,7 +13,7 @@ snapshot and one atomic commit, so what SQLAlchemy's transactions guaranteed sti
 Statements are prepared on their first use (``prepare_threshold=0``).
 
 ``tables.py`` stays the one schema: columns and JSON columns are read from it, and rows
-come back with the attributes of SQLAlchemy's rows, so ``store.py`` makes records of them
+come back with the attributes of SQLAlchemy's rows, so ``records.py`` makes records of them
 with the same code. The contract tests run every store operation on this path, on
 SQLAlchemy's and on SQLite's against the same expectations.
 """

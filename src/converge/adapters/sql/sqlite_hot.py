@@ -8,7 +8,7 @@ store thread, so that overhead is what bounds a traversal's speed. Here the same
 on the ``sqlite3`` connection inside the SQLAlchemy transaction the store opened.
 
 ``tables.py`` stays the one schema: columns and JSON columns are read from it, and the
-rows given back have the attributes of SQLAlchemy's rows, so ``store.py`` turns them into
+rows given back have the attributes of SQLAlchemy's rows, so ``records.py`` turns them into
 records with the same code. The contract tests run every store operation on SQLite (this
 path) and PostgreSQL (SQLAlchemy's) against the same expectations.
 """
