@@ -298,6 +298,11 @@ class Converge:
         if failure is not None:
             raise StateError(failure.location, failure.reason)
 
+    async def reach_broker(self) -> None:
+        """Connect to the broker now (nothing to do without one): ``Unavailable``, naming
+        it, if it cannot be reached. A command over a broker asks before it starts work."""
+        await self._ctx.bus.connect()
+
     async def live_services(self, role: str | None = None) -> list[ServiceRecord]:
         """The processes sharing this state that are alive (their heartbeat is fresher than
         ``engine_stale_after``, and on this host their process still runs), with ``role``

@@ -23,7 +23,14 @@ from converge.cli.api_server import api_options, api_server
 from converge.cli.boundary import EXIT_OK, Session, run_command
 from converge.cli.inputs import embedded_settings
 from converge.cli.stack_commands import common_options
-from converge.cli.target import ALL_ROLES, Broker, current_broker, open_state, shown_state
+from converge.cli.target import (
+    ALL_ROLES,
+    Broker,
+    current_broker,
+    open_state,
+    require_broker,
+    shown_state,
+)
 from converge.cli.worker_pool import WorkerPool
 
 # Settings a worker process must not take from serve's environment.
@@ -134,6 +141,8 @@ def serve(
                     cv = await running.enter_async_context(
                         open_state(state, settings, roles=own_roles, broker=broker)
                     )
+                    if broker is not None:  # an engine only sends: it would not find out
+                        await require_broker(cv, broker)
                     if "observer" in own_roles:
                         await running.enter_async_context(cv.serving())
                     await running.enter_async_context(api_server(cv, api, noauth=noauth))

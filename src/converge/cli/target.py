@@ -168,10 +168,27 @@ def _relies_on_workers(cv: Converge) -> Broker | None:
     return broker
 
 
+async def require_broker(cv: Converge, broker: Broker) -> None:
+    """Refuse to go on when the broker cannot be reached (nothing is started): the work
+    could not be sent, and whether workers are alive would tell nothing."""
+    try:
+        await cv.reach_broker()
+    except Unavailable as exc:
+        cause = exc.__cause__ or exc
+        raise Unavailable(
+            f"cannot reach the broker {broker.shown()}: {cause}; nothing was started. Check "
+            "--broker (or CONVERGE_BROKER) and that RabbitMQ runs there, and try again"
+        ) from exc
+
+
 async def require_worker(cv: Converge) -> None:
-    """Refuse to start an operation that no process would carry out (nothing is started)."""
+    """Refuse to start an operation that no process would carry out (nothing is started):
+    the broker must answer, and a live process must hold the worker role."""
     broker = _relies_on_workers(cv)
-    if broker is not None and not await cv.live_services("worker"):
+    if broker is None:
+        return
+    await require_broker(cv, broker)
+    if not await cv.live_services("worker"):
         raise Unavailable(
             f"{_no_worker(broker)}: nothing would do the work, so nothing was started. Start "
             "one (`converge serve`, or `converge serve --roles worker`) with the same --state "
