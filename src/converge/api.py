@@ -25,7 +25,8 @@ from typing import Any
 
 from converge import catalog
 from converge.adapters.local_bus import LocalBus
-from converge.adapters.sql.feed import EventFeed, FeedEvent
+# FeedEvent is imported for the REST face, which reads it from here.
+from converge.adapters.sql.feed import EventFeed, FeedEvent, FeedReader  # noqa: F401
 from converge.adapters.sql.listing import ResourceListing
 from converge.adapters.sql.store import SqlStore
 from converge.adapters.sql.tokens import TokenRecord, TokenStore, new_secret
@@ -995,13 +996,11 @@ class Converge:
             dict(snapshot.seqs),
         )
 
-    async def events_since(
-        self, after_id: int, *, stack_id: str | None = None, limit: int = 500
-    ) -> list[FeedEvent]:
-        """The project's change feed: events of its stacks after ``after_id``, oldest first."""
-        return await EventFeed(self._sql()).since(
-            self.project_id, after_id, stack_id=stack_id, limit=limit
-        )
+    def event_reader(self, after_id: int, *, stack_id: str | None = None) -> FeedReader:
+        """The project's change feed from ``after_id`` on (of one stack, if given): each
+        ``await reader.next()`` gives the events of its stacks since the last, oldest
+        first, none missed even when several processes write events at once."""
+        return EventFeed(self._sql()).reader(self.project_id, after_id, stack_id=stack_id)
 
     async def last_event_id(self) -> int:
         return await EventFeed(self._sql()).last_id()
