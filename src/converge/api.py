@@ -25,6 +25,7 @@ from typing import Any
 
 from converge import catalog
 from converge.adapters.local_bus import LocalBus
+
 # FeedEvent is imported for the REST face, which reads it from here.
 from converge.adapters.sql.feed import EventFeed, FeedEvent, FeedReader  # noqa: F401
 from converge.adapters.sql.listing import ResourceListing

@@ -188,6 +188,12 @@ def distributed_rest_deployment(deployment: Deployment) -> Iterator[RestDeployme
     deployment.wait_for("worker", 2)
     api = deployment.serve("--roles", "engine,observer", "--api", "127.0.0.1:0")
     url = _wait_for_listening(api)
+    # The checks can only be the worker processes' work: the API's process has no share.
+    assert sorted(roles for _, roles in deployment.services()) == [
+        ("engine", "observer"),
+        ("worker",),
+        ("worker",),
+    ]
 
     def handle() -> AbstractAsyncContextManager[Converge]:
         # Like a command's: no role of its own, the processes above do the work.
