@@ -166,6 +166,10 @@ def test_an_unreachable_broker_is_named_and_nothing_starts(
     assert len(refused.stderr.splitlines()) == 1  # aiormq's own line is left out
     listed = nowhere.converge("list", "-f", "json")
     assert json.loads(listed.stdout) == []
+    for command in (("check", "stack"), ("hook", "clear", "stack", "a", "pre-create")):
+        unsent = nowhere.converge(*command)
+        assert unsent.returncode == 7, unsent.stderr
+        assert "cannot reach the broker amqp://guest@127.0.0.1:1/" in unsent.stderr
     engine = nowhere.converge("serve", "--roles", "engine", timeout=60)
     assert engine.returncode == 7, engine.stderr
     assert "cannot reach the broker amqp://guest@127.0.0.1:1/" in engine.stderr

@@ -168,9 +168,13 @@ def _relies_on_workers(cv: Converge) -> Broker | None:
     return broker
 
 
-async def require_broker(cv: Converge, broker: Broker) -> None:
+async def require_broker(cv: Converge, broker: Broker | None = None) -> None:
     """Refuse to go on when the broker cannot be reached (nothing is started): the work
-    could not be sent, and whether workers are alive would tell nothing."""
+    could not be sent, and whether workers are alive would tell nothing. ``broker``: the
+    one ``cv`` was opened with, when it is not the command's own (``serve``)."""
+    broker = broker or _relies_on_workers(cv)
+    if broker is None:
+        return
     try:
         await cv.reach_broker()
     except Unavailable as exc:
