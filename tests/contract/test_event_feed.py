@@ -87,3 +87,21 @@ async def test_an_id_rolled_back_is_passed_over(store: SqlStore, postgres_url: s
             names = [item.event.resource_name for item in await reader.next()]
             time.sleep(0.02)
         assert names == ["fast"]
+
+
+async def test_a_reader_behind_passes_over_old_gaps_in_order(
+    store: SqlStore, postgres_url: str
+) -> None:
+    stack_id, reader = await _reader(store)
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        committed = []
+        for index in range(3):
+            with conn.transaction(force_rollback=True):
+                _insert(conn, stack_id, f"rolled back {index}")
+            committed.append(_insert(conn, stack_id, f"kept {index}"))
+    deadline = time.monotonic() + 5
+    seen: list[int] = []
+    while len(seen) < 3 and time.monotonic() < deadline:
+        seen += [item.event.id for item in await reader.next()]
+        time.sleep(0.02)
+    assert seen == committed

@@ -9,7 +9,10 @@ PostgreSQL several processes write at once: a transaction may take id 10, anothe
 and commit first. A reader that went on past 11 would never see 10. So ``FeedReader``
 reads no further than the first id missing from the sequence until that id is either
 committed or given up: no transaction of the database that was running when the gap was
-first seen runs any more (a rollback leaves a gap for good).
+first seen runs any more (a rollback leaves a gap for good). Running transactions are read
+from ``pg_stat_activity``, which shows a role the transaction ids of its own sessions:
+every process of a deployment should connect as the same role (or one with
+``pg_read_all_stats``), or a gap is given up as soon as its minimum age has passed.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from converge.records import EventRecord
 _SCAN = 1000
 # A gap is given up no sooner than this: the transaction that took the missing id may not
 # have shown up as running yet (it takes the id a moment before its transaction id).
-_GAP_MIN_AGE = 0.1
+_GAP_MIN_AGE = 0.05
 
 _IN_FLIGHT = sa.text(
     "SELECT backend_xid::text FROM pg_stat_activity "
@@ -43,13 +46,15 @@ class FeedEvent:
     stack_name: str
 
 
-@dataclass
-class _Gap:
-    """The first id missing from the sequence, and what may still commit it."""
+@dataclass(frozen=True)
+class _Gaps:
+    """What may still commit the ids missing up to ``upto`` (the highest id visible when
+    they were seen): a transaction that took one of them took it before ``upto`` was
+    taken and committed, so it was running then, or has ended since."""
 
-    missing: int
+    upto: int
     seen_at: float
-    running: frozenset[str]  # transactions of the database running when it was seen
+    running: frozenset[str]  # transactions of the database running when they were seen
 
 
 @dataclass
@@ -61,52 +66,64 @@ class FeedReader:
     project_id: str
     after_id: int
     stack_id: str | None = None
-    _gap: _Gap | None = field(default=None, repr=False)
+    _gaps: tuple[_Gaps, ...] = field(default=(), repr=False)
 
     async def next(self, limit: int = 500) -> list[FeedEvent]:
-        batch, self.after_id, self._gap = await self.store._read(
-            self._next, self.after_id, self._gap, limit
+        batch, self.after_id, self._gaps = await self.store._read(
+            self._next, self.after_id, self._gaps, limit
         )
         return batch
 
     def _next(
-        self, after_id: int, gap: _Gap | None, limit: int
-    ) -> tuple[list[FeedEvent], int, _Gap | None]:
+        self, after_id: int, gaps: tuple[_Gaps, ...], limit: int
+    ) -> tuple[list[FeedEvent], int, tuple[_Gaps, ...]]:
         with self.store._tx() as conn:
             if self.store.is_sqlite:
                 rows = _events(conn, self.project_id, self.stack_id, after_id, None, limit)
-                return _feed(rows), (rows[-1].id if rows else after_id), None
+                return _feed(rows), (rows[-1].id if rows else after_id), ()
             ids = conn.execute(
                 sa.select(t.event.c.id)
                 .where(t.event.c.id > after_id)
                 .order_by(t.event.c.id)
                 .limit(_SCAN)
             ).scalars()
-            upto, gap = _settled(conn, after_id, list(ids), gap)
+            upto, gaps = _settled(conn, after_id, list(ids), gaps)
             rows = _events(conn, self.project_id, self.stack_id, after_id, upto, limit)
         if len(rows) == limit:
             upto = rows[-1].id  # the rest next time
-        return _feed(rows), upto, gap
+        return _feed(rows), upto, gaps
 
 
 def _settled(
-    conn: sa.Connection, after_id: int, ids: Sequence[int], gap: _Gap | None
-) -> tuple[int, _Gap | None]:
-    """The highest id up to which every id is settled, and the gap that stops it there."""
-    expected = after_id + 1
-    for found in ids:
-        if found == expected:
-            expected += 1
-            continue
-        if gap is None or gap.missing != expected:
-            gap = _Gap(expected, time.monotonic(), _running(conn))
-        elif time.monotonic() - gap.seen_at >= _GAP_MIN_AGE and not gap.running & _running(conn):
-            # Rolled back, or never to come: go on past it.
-            gap = None
-            expected = found + 1
-            continue
-        return expected - 1, gap
-    return expected - 1, None
+    conn: sa.Connection, after_id: int, ids: Sequence[int], watched: tuple[_Gaps, ...]
+) -> tuple[int, tuple[_Gaps, ...]]:
+    """The highest id up to which every id is settled (visible, or missing for good), and
+    the gaps still watched above it.
+
+    The ids missing up to a watch's ``upto`` are given up (rolled back, or never to come)
+    once none of the transactions that ran when it was made runs any more."""
+    if not ids or ids[-1] - after_id == len(ids):  # nothing visible, or nothing missing
+        return (ids[-1] if ids else after_id), ()
+    running = _running(conn)
+    now = time.monotonic()
+    upto = after_id
+    pending: list[_Gaps] = []
+    for gaps in watched:
+        if now - gaps.seen_at >= _GAP_MIN_AGE and not gaps.running & running:
+            upto = max(upto, gaps.upto)
+        else:
+            pending.append(gaps)
+    for found in ids:  # then as far as the visible ids follow on without a gap
+        if found == upto + 1:
+            upto = found
+        elif found > upto:
+            break
+    if upto >= ids[-1]:
+        return upto, ()
+    pending = [gaps for gaps in pending if gaps.upto > upto]
+    if not pending or pending[-1].upto < ids[-1]:
+        pending.append(_Gaps(ids[-1], now, running))
+    return upto, tuple(pending)
 
 
 def _running(conn: sa.Connection) -> frozenset[str]:
