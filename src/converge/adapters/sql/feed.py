@@ -10,9 +10,7 @@ and commit first. A reader that went on past 11 would never see 10. So ``FeedRea
 reads no further than the first id missing from the sequence until that id is either
 committed or given up: no transaction of the database that was running when the gap was
 first seen runs any more (a rollback leaves a gap for good). Running transactions are read
-from ``pg_stat_activity``, which shows a role the transaction ids of its own sessions:
-every process of a deployment should connect as the same role (or one with
-``pg_read_all_stats``), or a gap is given up as soon as its minimum age has passed.
+from ``pg_stat_activity`` (its ``backend_xid`` is shown to every role).
 """
 
 from __future__ import annotations
