@@ -1195,6 +1195,16 @@ def _bus(
     return LocalBus()
 
 
+async def reach_broker(url: str, namespace: str = "converge") -> None:
+    """Connect to the broker at ``url`` and leave: ``Unavailable`` if it cannot be reached
+    (a process that only supervises workers checks it before it starts them)."""
+    bus = _amqp_bus(url, namespace, None)
+    try:
+        await bus.connect()
+    finally:
+        await bus.close()
+
+
 def _amqp_bus(url: str, namespace: str, host: str | None) -> Bus:
     """The RabbitMQ bus; aio-pika is an optional dependency (the ``rabbitmq`` extra)."""
     try:

@@ -170,7 +170,9 @@ def test_an_unreachable_broker_is_named_and_nothing_starts(
         unsent = nowhere.converge(*command)
         assert unsent.returncode == 7, unsent.stderr
         assert "cannot reach the broker amqp://guest@127.0.0.1:1/" in unsent.stderr
-    engine = nowhere.converge("serve", "--roles", "engine", timeout=60)
-    assert engine.returncode == 7, engine.stderr
-    assert "cannot reach the broker amqp://guest@127.0.0.1:1/" in engine.stderr
+    for roles in ("engine", "worker"):  # a supervisor of workers alone starts none
+        serve = nowhere.converge("serve", "--roles", roles, "--workers", "2", timeout=60)
+        assert serve.returncode == 7, serve.stderr
+        assert "cannot reach the broker amqp://guest@127.0.0.1:1/" in serve.stderr
+        assert "worker process" not in serve.stderr
     assert nowhere.services() == []  # its service row went with it

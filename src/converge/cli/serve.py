@@ -142,8 +142,9 @@ def serve(
                     cv = await running.enter_async_context(
                         open_state(state, settings, roles=own_roles, broker=broker)
                     )
-                    if broker is not None:  # an engine only sends: it would not find out
-                        await require_broker(cv, broker)
+                if broker is not None:  # an engine only sends, and workers would only retry
+                    await require_broker(cv, broker)
+                if cv is not None:
                     if "observer" in own_roles:
                         await running.enter_async_context(cv.serving())
                     await running.enter_async_context(api_server(cv, api, noauth=noauth))

@@ -168,15 +168,21 @@ def _relies_on_workers(cv: Converge) -> Broker | None:
     return broker
 
 
-async def require_broker(cv: Converge, broker: Broker | None = None) -> None:
+async def require_broker(cv: Converge | None, broker: Broker | None = None) -> None:
     """Refuse to go on when the broker cannot be reached (nothing is started): the work
     could not be sent, and whether workers are alive would tell nothing. ``broker``: the
-    one ``cv`` was opened with, when it is not the command's own (``serve``)."""
-    broker = broker or _relies_on_workers(cv)
+    one ``cv`` was opened with, when it is not the command's own (``serve``, which may
+    have no ``cv`` when it only supervises workers)."""
+    from converge import api
+
+    broker = broker or (_relies_on_workers(cv) if cv is not None else None)
     if broker is None:
         return
     try:
-        await cv.reach_broker()
+        if cv is not None:
+            await cv.reach_broker()
+        else:
+            await api.reach_broker(broker.url, broker.namespace)
     except Unavailable as exc:
         cause = exc.__cause__ or exc
         raise Unavailable(
