@@ -25,7 +25,10 @@ from typing import Any
 
 from converge import catalog
 from converge.adapters.local_bus import LocalBus
-from converge.adapters.sql.feed import EventFeed, FeedEvent
+
+# FeedEvent is imported for the REST face, which reads it from here.
+from converge.adapters.sql.feed import EventFeed, FeedEvent, FeedReader  # noqa: F401
+from converge.adapters.sql.listing import ResourceListing
 from converge.adapters.sql.store import SqlStore
 from converge.adapters.sql.tokens import TokenRecord, TokenStore, new_secret
 from converge.core.baseline import Snapshot
@@ -76,13 +79,21 @@ from converge.records import (
     NewEvent,
     NewTemplate,
     ResourceRecord,
+    ResourceSummary,
     ServiceRecord,
     StackRecord,
     TemplateRecord,
 )
 from converge.resources.builtin import world
 from converge.resources.registry import PluginRegistry
-from converge.views import DriftView, EventView, PlannedChange, ResourceView, StackView
+from converge.views import (
+    DriftView,
+    EventView,
+    PlannedChange,
+    ResourceSummaryView,
+    ResourceView,
+    StackView,
+)
 
 log = logging.getLogger("converge.api")
 
@@ -297,6 +308,11 @@ class Converge:
         failure = self._store.failure
         if failure is not None:
             raise StateError(failure.location, failure.reason)
+
+    async def reach_broker(self) -> None:
+        """Connect to the broker now (nothing to do without one): ``Unavailable``, naming
+        it, if it cannot be reached. A command over a broker asks before it starts work."""
+        await self._ctx.bus.connect()
 
     async def live_services(self, role: str | None = None) -> list[ServiceRecord]:
         """The processes sharing this state that are alive (their heartbeat is fresher than
@@ -565,6 +581,20 @@ class Converge:
         rows = await self._store.list_resources(stack.id)
         return self._resource_views(rows, rows, await self._written_types(stack))
 
+    async def list_resource_summaries(self, name_or_id: str) -> list[ResourceSummaryView]:
+        """``list_resources`` without attributes and properties, at a fraction of its cost:
+        what a listing shows (Heat's resource list without ``with_detail``)."""
+        stack = await self._find(name_or_id, include_deleted=True)
+        rows = await ResourceListing(self._sql()).of_stack(stack.id)
+        written = await self._written_types(stack)
+        required_by = _required_by(rows)
+        views = []
+        for row in rows:
+            mapped = written.get(row.name)
+            as_written = mapped[1] if mapped is not None and mapped[0] == row.type else None
+            views.append(ResourceSummaryView.of(row, required_by.get(row.name, []), as_written))
+        return views
+
     async def _written_types(self, stack: StackRecord) -> dict[str, tuple[str, str]]:
         """Per resource name, (implementation, type as written) where the template's
         environment mapped the type (an alias, a provider template): Heat shows the written
@@ -589,12 +619,7 @@ class Converge:
     ) -> list[ResourceView]:
         """Views of ``rows``; ``every`` row of the stack says who requires whom; ``written``
         (from ``_written_types``) gives the types as the template wrote them."""
-        names = {row.id: row.name for row in every}
-        required_by: dict[str, list[str]] = {}
-        for row in every:
-            for required in row.requires:
-                if required in names:
-                    required_by.setdefault(names[required], []).append(row.name)
+        required_by = _required_by(every)
         hidden_by_type: dict[str, frozenset[str]] = {}
         views = []
         for row in rows:
@@ -972,13 +997,11 @@ class Converge:
             dict(snapshot.seqs),
         )
 
-    async def events_since(
-        self, after_id: int, *, stack_id: str | None = None, limit: int = 500
-    ) -> list[FeedEvent]:
-        """The project's change feed: events of its stacks after ``after_id``, oldest first."""
-        return await EventFeed(self._sql()).since(
-            self.project_id, after_id, stack_id=stack_id, limit=limit
-        )
+    def event_reader(self, after_id: int, *, stack_id: str | None = None) -> FeedReader:
+        """The project's change feed from ``after_id`` on (of one stack, if given): each
+        ``await reader.next()`` gives the events of its stacks since the last, oldest
+        first, none missed even when several processes write events at once."""
+        return EventFeed(self._sql()).reader(self.project_id, after_id, stack_id=stack_id)
 
     async def last_event_id(self) -> int:
         return await EventFeed(self._sql()).last_id()
@@ -1141,6 +1164,18 @@ def _check_drift_policy(policy: str) -> None:
         raise InvalidRequest(f"invalid drift policy {policy!r}: use notify, heal or ignore")
 
 
+def _required_by(rows: Sequence[ResourceRecord | ResourceSummary]) -> dict[str, list[str]]:
+    """Per resource name, the names of the rows that require it (a row's ``requires``
+    holds row ids)."""
+    names = {row.id: row.name for row in rows}
+    required_by: dict[str, list[str]] = {}
+    for row in rows:
+        for required in row.requires:
+            if required in names:
+                required_by.setdefault(names[required], []).append(row.name)
+    return required_by
+
+
 def _bus(
     broker_url: str | None,
     namespace: str,
@@ -1158,6 +1193,16 @@ def _bus(
             "without a broker the work is done in this process: it needs the worker role"
         )
     return LocalBus()
+
+
+async def reach_broker(url: str, namespace: str = "converge") -> None:
+    """Connect to the broker at ``url`` and leave: ``Unavailable`` if it cannot be reached
+    (a process that only supervises workers checks it before it starts them)."""
+    bus = _amqp_bus(url, namespace, None)
+    try:
+        await bus.connect()
+    finally:
+        await bus.close()
 
 
 def _amqp_bus(url: str, namespace: str, host: str | None) -> Bus:

@@ -95,8 +95,8 @@ class Superseded(Conflict):
 
 
 class Unavailable(ConvergeError):
-    """A process the request needs is not running (no live worker to do the work):
-    nothing was started; start one and ask again."""
+    """A service the request needs cannot be reached (the broker) or is not running (no
+    live worker to do the work): nothing was started; start it and ask again."""
 
 
 class InvalidTransition(ConvergeError):

@@ -57,6 +57,10 @@ class Subscriber(Protocol):
 class Bus(Protocol):
     """Sends work to workers and change notifications to subscribers."""
 
+    async def connect(self) -> None:
+        """Reach the broker now (idempotent): ``Unavailable`` if it cannot be reached, so a
+        command refuses before it starts anything rather than when it first sends work."""
+
     async def start(self, work_handler: WorkHandler) -> None:
         """Begin delivering work messages to ``work_handler``."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from converge.core.states import Action, Status
 
@@ -124,6 +124,28 @@ class ResourceRecord:
     def state(self) -> str:
         # Concatenation, not an f-string: formatting a StrEnum goes through its
         # __format__, and listings ask every row for its state.
+        return self.action + "_" + self.status
+
+
+class ResourceSummary(NamedTuple):
+    """What a listing shows of a resource row: none of its JSON documents (properties,
+    attributes, plugin data), whose decoding is most of the cost of a full record. A
+    tuple: a listing makes thousands, and a frozen dataclass costs several times more."""
+
+    id: int
+    name: str
+    type: str
+    action: str
+    status: str
+    status_reason: str
+    physical_resource_id: str | None
+    requires: frozenset[int]
+    created_at: float
+    updated_at: float | None
+    drift_status: str
+
+    @property
+    def state(self) -> str:
         return self.action + "_" + self.status
 
 

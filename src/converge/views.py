@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from converge.records import EventRecord, ResourceRecord, StackRecord, built
+from converge.records import EventRecord, ResourceRecord, ResourceSummary, StackRecord, built
 
 
 def iso_time(timestamp: float | None) -> str | None:
@@ -118,6 +118,45 @@ class ResourceView:
                 "drift_status": record.drift_status,
                 "attributes": dict(record.attr_data),
                 "properties": _masked(record.properties_data, hidden),
+                "id": record.id,
+            },
+        )
+
+
+@dataclass(frozen=True)
+class ResourceSummaryView:
+    """A resource in a listing: ``ResourceView`` without its attributes and properties."""
+
+    resource_name: str
+    logical_resource_id: str
+    physical_resource_id: str
+    resource_type: str
+    resource_status: str
+    resource_status_reason: str
+    updated_time: str | None
+    creation_time: str | None
+    required_by: list[str]
+    drift_status: str
+    id: int
+
+    @staticmethod
+    def of(
+        record: ResourceSummary, required_by: list[str], written_type: str | None = None
+    ) -> ResourceSummaryView:
+        """``written_type`` as for ``ResourceView.of``."""
+        return built(
+            ResourceSummaryView,
+            {
+                "resource_name": record.name,
+                "logical_resource_id": record.name,
+                "physical_resource_id": record.physical_resource_id or "",
+                "resource_type": written_type or record.type,
+                "resource_status": record.state,
+                "resource_status_reason": record.status_reason,
+                "updated_time": iso_time(record.updated_at or record.created_at),
+                "creation_time": iso_time(record.created_at),
+                "required_by": sorted(required_by),
+                "drift_status": record.drift_status,
                 "id": record.id,
             },
         )

@@ -21,6 +21,7 @@ from converge.resources.registry import PluginRegistry, default_registry
 from support.amqp import delete_namespace
 from support.databases import fresh_database
 from support.distributed import Deployment
+from support.rest_server import RestDeployment, distributed_rest_deployment
 from support.world import FAST, Reality, WorldThing
 
 
@@ -144,3 +145,21 @@ def deployment(postgres_url: str, rabbitmq_url: str, tmp_path: Path) -> Iterator
     finally:
         shared.stop_all()
         asyncio.run(delete_namespace(rabbitmq_url, namespace, hosts=(socket.gethostname(),)))
+
+
+@pytest.fixture(scope="session")
+def rest_deployment(
+    postgres_server: str, rabbitmq_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RestDeployment]:
+    """The REST API served by ``converge serve`` processes over PostgreSQL and RabbitMQ,
+    started once; each test's ``RestServer`` on it has projects of its own."""
+    namespace = f"converge-test-{uuid.uuid4().hex[:10]}"
+    root = tmp_path_factory.mktemp("rest-distributed")
+    with fresh_database(postgres_server) as database_url:
+        shared = Deployment(database_url, rabbitmq_url, namespace, root)
+        try:
+            with distributed_rest_deployment(shared) as running:
+                yield running
+        finally:
+            shared.stop_all()
+            asyncio.run(delete_namespace(rabbitmq_url, namespace, hosts=(socket.gethostname(),)))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+from pathlib import Path
 from typing import IO
 
 import pytest
@@ -145,3 +146,33 @@ def test_a_worker_restarted_mid_operation_finishes_it(deployment: Deployment) ->
 def _read_until(stream: IO[str], text: str) -> None:
     while text not in (line := stream.readline()):
         assert line, f"the command ended before printing {text!r}"
+
+
+def test_an_unreachable_broker_is_named_and_nothing_starts(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """A broker that cannot be reached is what the command reports (not the missing
+    workers it could not have asked about), with exit 7 and no password; nothing is stored,
+    and `serve` refuses to start over it too."""
+    nowhere = Deployment(postgres_url, "amqp://guest:guest@127.0.0.1:1/", "unused", tmp_path)
+    (tmp_path / "stack.yaml").write_text(
+        "heat_template_version: 2021-04-16\nresources:\n  a: {type: OS::Heat::None}\n"
+    )
+    refused = nowhere.converge("apply", "stack.yaml")
+    assert refused.returncode == 7, refused.stderr
+    assert refused.stderr.startswith("error: cannot reach the broker amqp://guest@127.0.0.1:1/")
+    assert "guest:guest" not in refused.stderr and "worker" not in refused.stderr
+    assert "nothing was started" in refused.stderr
+    assert len(refused.stderr.splitlines()) == 1  # aiormq's own line is left out
+    listed = nowhere.converge("list", "-f", "json")
+    assert json.loads(listed.stdout) == []
+    for command in (("check", "stack"), ("hook", "clear", "stack", "a", "pre-create")):
+        unsent = nowhere.converge(*command)
+        assert unsent.returncode == 7, unsent.stderr
+        assert "cannot reach the broker amqp://guest@127.0.0.1:1/" in unsent.stderr
+    for roles in ("engine", "worker"):  # a supervisor of workers alone starts none
+        serve = nowhere.converge("serve", "--roles", roles, "--workers", "2", timeout=60)
+        assert serve.returncode == 7, serve.stderr
+        assert "cannot reach the broker amqp://guest@127.0.0.1:1/" in serve.stderr
+        assert "worker process" not in serve.stderr
+    assert nowhere.services() == []  # its service row went with it

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from support.rest_server import RestServer, rest_server, wait_for
+from support.rest_server import MODES, RestServer, rest_server_in, wait_for
 
 TEMPLATE = {
     "heat_template_version": "2016-10-14",
@@ -21,9 +21,11 @@ TEMPLATE = {
 }
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[RestServer]:
-    with rest_server(tmp_path / "state.db", observe=True) as running:
+@pytest.fixture(params=MODES)
+def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RestServer]:
+    """Embedded, and ``converge serve`` processes over PostgreSQL and RabbitMQ: there the
+    events are written by the worker processes and streamed by the API's."""
+    with rest_server_in(request.param, request, tmp_path / "state.db", observe=True) as running:
         yield running
 
 

@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import aio_pika
@@ -37,7 +37,7 @@ from aio_pika.exceptions import AMQPError, ChannelInvalidStateError
 
 from converge.adapters import json_codec
 from converge.adapters.urls import without_password
-from converge.errors import ConvergeError
+from converge.errors import Unavailable
 from converge.ports import WorkHandler
 
 log = logging.getLogger("converge.adapters.amqp")
@@ -46,8 +46,27 @@ ALL_TOPICS = "*"
 _SEND_ERRORS = (AMQPError, ChannelInvalidStateError, ConnectionError, asyncio.TimeoutError)
 
 
-class BusError(ConvergeError):
-    """The broker cannot be reached or refused what was asked of it."""
+class BusError(Unavailable):
+    """The broker cannot be reached or refused what was asked of it (the CLI's exit 7, as
+    for any service a command needs and cannot get)."""
+
+
+class _DropTransportErrors(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("error when creating transport")
+
+
+@contextlib.contextmanager
+def _quiet_transport_errors() -> Iterator[None]:
+    """aiormq logs a failed first connection as an error of its own, a second line on a
+    command's stderr before converge's message: left out while ``connect`` is waited for."""
+    logger = logging.getLogger("aiormq.connection")
+    dropping = _DropTransportErrors()
+    logger.addFilter(dropping)
+    try:
+        yield
+    finally:
+        logger.removeFilter(dropping)
 
 
 class AmqpBus:
@@ -101,12 +120,13 @@ class AmqpBus:
         if self._connection is not None:
             return
         try:
-            connection = await aio_pika.connect_robust(
-                self._url,
-                timeout=self._send_timeout,
-                reconnect_interval=self._reconnect_interval,
-                client_properties={"connection_name": f"converge {self.namespace} {self.host}"},
-            )
+            with _quiet_transport_errors():  # the BusError below says it, with the URL
+                connection = await aio_pika.connect_robust(
+                    self._url,
+                    timeout=self._send_timeout,
+                    reconnect_interval=self._reconnect_interval,
+                    client_properties={"connection_name": f"converge {self.namespace} {self.host}"},
+                )
         except (TimeoutError, AMQPError, OSError) as exc:
             where = without_password(self._url)
             raise BusError(f"cannot connect to the broker {where}: {exc}") from exc

@@ -25,6 +25,9 @@ class LocalBus:
         self._subscribers: dict[str, set[LocalSubscription]] = {}
         self._running: set[asyncio.Future[None]] = set()
 
+    async def connect(self) -> None:
+        return  # in this process: always reachable
+
     async def start(self, work_handler: WorkHandler) -> None:
         self._handler = work_handler
 

@@ -2,8 +2,9 @@
 
 Exit codes: 0 done; 1 the operation or the template failed; 2 a bad request or usage;
 3 not found; 4 conflict with the current state; 5 the state database failed; 6 superseded:
-a newer operation on the stack replaced this one before it finished; 7 unavailable: no
-worker process is alive to do the work (nothing was started); 70 a bug in
+a newer operation on the stack replaced this one before it finished; 7 unavailable: the
+broker cannot be reached, or no worker process is alive to do the work (nothing was
+started); 70 a bug in
 converge; 130 interrupted (Ctrl-C). Tracebacks go to the log only (``--debug`` shows them).
 """
 

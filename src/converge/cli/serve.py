@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import gc
 import os
 import signal
 
@@ -23,7 +24,14 @@ from converge.cli.api_server import api_options, api_server
 from converge.cli.boundary import EXIT_OK, Session, run_command
 from converge.cli.inputs import embedded_settings
 from converge.cli.stack_commands import common_options
-from converge.cli.target import ALL_ROLES, Broker, current_broker, open_state, shown_state
+from converge.cli.target import (
+    ALL_ROLES,
+    Broker,
+    current_broker,
+    open_state,
+    require_broker,
+    shown_state,
+)
 from converge.cli.worker_pool import WorkerPool
 
 # Settings a worker process must not take from serve's environment.
@@ -134,6 +142,9 @@ def serve(
                     cv = await running.enter_async_context(
                         open_state(state, settings, roles=own_roles, broker=broker)
                     )
+                if broker is not None:  # an engine only sends, and workers would only retry
+                    await require_broker(cv, broker)
+                if cv is not None:
                     if "observer" in own_roles:
                         await running.enter_async_context(cv.serving())
                     await running.enter_async_context(api_server(cv, api, noauth=noauth))
@@ -142,6 +153,7 @@ def serve(
                     pool = WorkerPool(workers, _worker_environment(state, broker), _log_flags())
                     running.push_async_callback(pool.stop)
                     await pool.start()
+                _freeze_startup_objects()
                 click.echo(_started(state, broker, own_roles, workers), err=True)
                 while not stop.is_set():  # or until the state fails (damaged, full)
                     with contextlib.suppress(TimeoutError):
@@ -166,6 +178,16 @@ def serve(
         return [*(["--debug"] if debug else []), *(["--log-json"] if log_json else [])]
 
     run_command(body, debug=debug, log_json=log_json)
+
+
+def _freeze_startup_objects() -> None:
+    """Leave what startup made (modules, plugins, the API's routes) out of every later
+    garbage collection. A listing of a big stack makes thousands of objects that live
+    through the request and reach the oldest generation, so full collections came every
+    few requests, each walking everything made at startup: in `converge api` that took
+    more CPU than the listings themselves (bench/bench_rest.py)."""
+    gc.collect()  # what is garbage now must not be kept forever
+    gc.freeze()
 
 
 def _worker_environment(state: str, broker: Broker) -> dict[str, str]:

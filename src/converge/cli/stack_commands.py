@@ -27,6 +27,7 @@ from converge.cli.target import (
     current_broker,
     is_database_url,
     open_state,
+    require_broker,
     require_worker,
     watching_workers,
 )
@@ -715,6 +716,7 @@ def clear_hook(
 
     async def body(session: Session) -> int:
         async with _open(state, must_exist=True) as cv:
+            await require_broker(cv)  # the resumed work is sent through it
             await cv.clear_hook(name, resource, hook_name)
             session.interrupt_message = (
                 f"interrupted: hook {hook_name} of {resource} is cleared; the stack's "

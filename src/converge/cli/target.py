@@ -168,10 +168,37 @@ def _relies_on_workers(cv: Converge) -> Broker | None:
     return broker
 
 
+async def require_broker(cv: Converge | None, broker: Broker | None = None) -> None:
+    """Refuse to go on when the broker cannot be reached (nothing is started): the work
+    could not be sent, and whether workers are alive would tell nothing. ``broker``: the
+    one ``cv`` was opened with, when it is not the command's own (``serve``, which may
+    have no ``cv`` when it only supervises workers)."""
+    from converge import api
+
+    broker = broker or (_relies_on_workers(cv) if cv is not None else None)
+    if broker is None:
+        return
+    try:
+        if cv is not None:
+            await cv.reach_broker()
+        else:
+            await api.reach_broker(broker.url, broker.namespace)
+    except Unavailable as exc:
+        cause = exc.__cause__ or exc
+        raise Unavailable(
+            f"cannot reach the broker {broker.shown()}: {cause}; nothing was started. Check "
+            "--broker (or CONVERGE_BROKER) and that RabbitMQ runs there, and try again"
+        ) from exc
+
+
 async def require_worker(cv: Converge) -> None:
-    """Refuse to start an operation that no process would carry out (nothing is started)."""
+    """Refuse to start an operation that no process would carry out (nothing is started):
+    the broker must answer, and a live process must hold the worker role."""
     broker = _relies_on_workers(cv)
-    if broker is not None and not await cv.live_services("worker"):
+    if broker is None:
+        return
+    await require_broker(cv, broker)
+    if not await cv.live_services("worker"):
         raise Unavailable(
             f"{_no_worker(broker)}: nothing would do the work, so nothing was started. Start "
             "one (`converge serve`, or `converge serve --roles worker`) with the same --state "

@@ -117,10 +117,10 @@ async def _stream(
     loop = asyncio.get_running_loop()
     quiet_since = loop.time()
     yield f": converge change stream after {after}\n\n"
+    reader = access.cv.event_reader(after, stack_id=stack_id)
     while not await request.is_disconnected():
-        batch = await access.cv.events_since(after, stack_id=stack_id)
+        batch = await reader.next()
         for item in batch:
-            after = item.event.id
             yield sse_message(item)
         if batch:
             quiet_since = loop.time()

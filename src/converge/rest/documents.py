@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 from fastapi import Request
 
-from converge.views import EventView, ResourceView, StackView
+from converge.views import EventView, ResourceSummaryView, ResourceView, StackView
 
 # What ``quote(text, safe="")`` leaves as it is (RFC 3986's unreserved characters).
 _UNRESERVED = re.compile(r"[A-Za-z0-9._~-]*")
@@ -101,14 +101,15 @@ def resource_document(
     request: Request,
     project_id: str,
     stack: StackView,
-    resource: ResourceView,
+    resource: ResourceView | ResourceSummaryView,
     *,
     detail: bool = False,
     nested: StackView | None = None,
     parent_resource: str | None = None,
     url: str | None = None,
 ) -> dict[str, Any]:
-    """``url``: the stack's (``stack_url``), when the caller makes many documents."""
+    """``url``: the stack's (``stack_url``), when the caller makes many documents;
+    ``detail`` (attributes and properties) needs a ``ResourceView``."""
     url = url or stack_url(request, project_id, stack)
     links = [
         {"href": f"{url}/resources/{path_segment(resource.resource_name)}", "rel": "self"},
@@ -135,6 +136,8 @@ def resource_document(
     if parent_resource is not None:
         document["parent_resource"] = parent_resource
     if detail:
+        if not isinstance(resource, ResourceView):
+            raise TypeError("a resource's details need its ResourceView, not a summary")
         document["attributes"] = dict(resource.attributes)
         document["properties"] = dict(resource.properties)
         document["description"] = ""

@@ -21,6 +21,7 @@ from converge.errors import (
     NotFound,
     StoreError,
     TemplateError,
+    Unavailable,
 )
 
 log = logging.getLogger("converge.rest")
@@ -57,6 +58,7 @@ _STATUS: tuple[tuple[type[ConvergeError], int, str], ...] = (
     (NotFound, 404, "EntityNotFound"),
     (Conflict, 409, "Conflict"),
     (StoreError, 503, "StoreError"),
+    (Unavailable, 503, "ServiceUnavailable"),  # the broker cannot be reached
 )
 
 
