@@ -28,6 +28,14 @@ from converge.adapters.local_bus import LocalBus
 from converge.adapters.sql.feed import EventFeed, FeedEvent
 from converge.adapters.sql.store import SqlStore
 from converge.adapters.sql.tokens import TokenRecord, TokenStore, new_secret
+from converge.api.inputs import (
+    Source,
+    TemplateInput,
+    _check_drift_policy,
+    _check_stack_name,
+    _load_template,
+    _merge,
+)
 from converge.core.baseline import Snapshot
 from converge.core.decide import MISSING, Change, decide_converging
 from converge.core.drift import MASK, DriftStatus
@@ -40,9 +48,6 @@ from converge.core.template import (
     StackIdentity,
     Template,
     environment_from_data,
-    load_environment,
-    load_template,
-    merge_environments,
     pseudo_parameters,
     template_from_data,
 )
@@ -86,22 +91,10 @@ from converge.views import DriftView, EventView, PlannedChange, ResourceView, St
 
 log = logging.getLogger("converge.api")
 
-_STACK_NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9_.-]{0,254}$")
 _TEMPLATE_READ_ATTEMPTS = 20
 _PROJECT = re.compile(r"^[a-zA-Z0-9_.-]{1,64}$")
 ROLES = ("admin", "member", "reader")
 HOOKS = ("pre-create", "pre-update", "pre-delete", "post-create", "post-update", "post-delete")
-
-
-@dataclass(frozen=True)
-class Source:
-    """Template or environment text with the name errors should point at."""
-
-    text: str
-    filename: str
-
-
-TemplateInput = str | Source | Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -1108,39 +1101,6 @@ class Converge:
         return StackView.of(stack, parameters, description)
 
 
-def _load_template(template: TemplateInput) -> Template:
-    if isinstance(template, Source):
-        return load_template(template.text, template.filename)
-    if isinstance(template, str):
-        return load_template(template, "<template>")
-    return template_from_data(template, filename="<template>")
-
-
-def _merge(environments: Sequence[TemplateInput]) -> Environment:
-    loaded = []
-    for index, environment in enumerate(environments):
-        if isinstance(environment, Source):
-            loaded.append(load_environment(environment.text, environment.filename))
-        elif isinstance(environment, str):
-            loaded.append(load_environment(environment, f"<environment {index + 1}>"))
-        else:
-            loaded.append(environment_from_data(environment))
-    return merge_environments(loaded)
-
-
-def _check_stack_name(name: str) -> None:
-    if not _STACK_NAME.match(name):
-        raise InvalidRequest(
-            f"invalid stack name {name!r}: it must start with a letter and contain only "
-            "letters, digits, '_', '-' and '.' (at most 255 characters)"
-        )
-
-
-def _check_drift_policy(policy: str) -> None:
-    if policy not in ("notify", "heal", "ignore"):
-        raise InvalidRequest(f"invalid drift policy {policy!r}: use notify, heal or ignore")
-
-
 def _bus(
     broker_url: str | None,
     namespace: str,
@@ -1169,3 +1129,6 @@ def _amqp_bus(url: str, namespace: str, host: str | None) -> Bus:
             f"a broker URL needs the RabbitMQ bus: pip install 'converge[rabbitmq]' ({exc})"
         ) from exc
     return AmqpBus(url, namespace=namespace, host=host)
+
+
+__all__ = ["HOOKS", "ROLES", "Converge", "FeedEvent", "Operation", "Source", "TemplateInput"]
