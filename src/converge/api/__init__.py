@@ -28,6 +28,7 @@ from converge.adapters.local_bus import LocalBus
 from converge.adapters.sql.feed import EventFeed, FeedEvent
 from converge.adapters.sql.store import SqlStore
 from converge.adapters.sql.tokens import TokenRecord, TokenStore, new_secret
+from converge.api.buses import _amqp_bus, _bus
 from converge.api.inputs import (
     Source,
     TemplateInput,
@@ -1101,34 +1102,15 @@ class Converge:
         return StackView.of(stack, parameters, description)
 
 
-def _bus(
-    broker_url: str | None,
-    namespace: str,
-    roles: Collection[str],
-    *,
-    read_only: bool,
-    host: str | None = None,
-) -> Bus:
-    """The in-process bus, or RabbitMQ's when a broker is given (``host``: this machine's
-    name for work bound to a host, by default its host name)."""
-    if broker_url is not None:
-        return _amqp_bus(broker_url, namespace, host)
-    if not read_only and "worker" not in roles:
-        raise InvalidRequest(
-            "without a broker the work is done in this process: it needs the worker role"
-        )
-    return LocalBus()
-
-
-def _amqp_bus(url: str, namespace: str, host: str | None) -> Bus:
-    """The RabbitMQ bus; aio-pika is an optional dependency (the ``rabbitmq`` extra)."""
-    try:
-        from converge.adapters.amqp_bus import AmqpBus
-    except ImportError as exc:
-        raise InvalidRequest(
-            f"a broker URL needs the RabbitMQ bus: pip install 'converge[rabbitmq]' ({exc})"
-        ) from exc
-    return AmqpBus(url, namespace=namespace, host=host)
-
-
-__all__ = ["HOOKS", "ROLES", "Converge", "FeedEvent", "Operation", "Source", "TemplateInput"]
+# Imported from here by other modules and tests, from before the API was split by concept.
+__all__ = [
+    "HOOKS",
+    "ROLES",
+    "Converge",
+    "FeedEvent",
+    "Operation",
+    "Source",
+    "TemplateInput",
+    "_amqp_bus",
+    "_bus",
+]
