@@ -11,39 +11,30 @@ while the first runs) or when the stack settles with ``wait=True``.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any
 
-from converge import catalog
 from converge.adapters.sql.feed import EventFeed, FeedEvent
 from converge.adapters.sql.tokens import TokenRecord, TokenStore, new_secret
 from converge.api.base import Operation
 from converge.api.buses import _amqp_bus, _bus
+from converge.api.catalog import CatalogMixin
 from converge.api.inputs import (
     Source,
     TemplateInput,
-    _load_template,
-    _merge,
 )
 from converge.api.opening import OpeningMixin
 from converge.api.operations import HOOKS, OperationsMixin
 from converge.api.plans import PlansMixin
 from converge.api.resources import ResourcesMixin
 from converge.core.baseline import Snapshot
-from converge.core.schema import ResourceTypeSchema
-from converge.core.template import (
-    StackIdentity,
-)
 from converge.errors import (
     InvalidRequest,
-    NotFound,
 )
 
 _PROJECT = re.compile(r"^[a-zA-Z0-9_.-]{1,64}$")
 ROLES = ("admin", "member", "reader")
 
 
-class Converge(OpeningMixin, OperationsMixin, ResourcesMixin, PlansMixin):
+class Converge(OpeningMixin, OperationsMixin, ResourcesMixin, PlansMixin, CatalogMixin):
     """A handle on converge: an engine in this process over a store and a bus."""
 
     def for_project(self, project_id: str) -> Converge:
@@ -51,58 +42,6 @@ class Converge(OpeningMixin, OperationsMixin, ResourcesMixin, PlansMixin):
         return Converge(self.engine, project_id=project_id)
 
     # --- stored inputs, single resources, catalog (the REST API's needs) -------------------
-
-    async def validate(
-        self,
-        template: TemplateInput,
-        *,
-        environments: Sequence[TemplateInput] = (),
-        files: Mapping[str, str] | None = None,
-        parameters: Mapping[str, Any] | None = None,
-        show_nested: bool = False,
-    ) -> dict[str, Any]:
-        """Heat's template validation: ``TemplateError`` for a problem, else its parameters
-        (and, with ``show_nested``, those of its provider templates)."""
-        loaded = _load_template(template)
-        environment = _merge(environments)
-        definition = self._prepare(
-            loaded,
-            environment,
-            dict(files or {}),
-            dict(parameters or {}),
-            StackIdentity("validate", "", self.project_id),
-        )
-        return catalog.validation_result(
-            loaded, definition, environment, files=files, show_nested=show_nested
-        )
-
-    def _schemas(self) -> dict[str, ResourceTypeSchema]:
-        registry = self._ctx.registry
-        return {
-            name: schema
-            for name in registry.type_names()
-            if (schema := registry.lookup(name)) is not None
-        }
-
-    def resource_types(
-        self,
-        *,
-        support_status: str | None = None,
-        name: str | None = None,
-        with_description: bool = False,
-    ) -> list[Any]:
-        return catalog.resource_types(
-            self._schemas(),
-            support_status=support_status,
-            name=name,
-            with_description=with_description,
-        )
-
-    def resource_type(self, type_name: str) -> ResourceTypeSchema:
-        schema = self._ctx.registry.lookup(type_name)
-        if schema is None:
-            raise NotFound(self._ctx.registry.unknown_type_message(type_name))
-        return schema
 
     async def snapshot(self, type_name: str) -> Snapshot:
         """The synchronizer's ``get_all`` of a type, limited to this project's stacks."""
