@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import re
 
-from converge.adapters.sql.feed import EventFeed, FeedEvent
+from converge.adapters.sql.feed import FeedEvent
 from converge.adapters.sql.tokens import TokenRecord, TokenStore, new_secret
 from converge.api.base import Operation
 from converge.api.buses import _amqp_bus, _bus
 from converge.api.catalog import CatalogMixin
+from converge.api.feed import FeedMixin
 from converge.api.inputs import (
     Source,
     TemplateInput,
@@ -25,7 +26,6 @@ from converge.api.opening import OpeningMixin
 from converge.api.operations import HOOKS, OperationsMixin
 from converge.api.plans import PlansMixin
 from converge.api.resources import ResourcesMixin
-from converge.core.baseline import Snapshot
 from converge.errors import (
     InvalidRequest,
 )
@@ -34,36 +34,12 @@ _PROJECT = re.compile(r"^[a-zA-Z0-9_.-]{1,64}$")
 ROLES = ("admin", "member", "reader")
 
 
-class Converge(OpeningMixin, OperationsMixin, ResourcesMixin, PlansMixin, CatalogMixin):
+class Converge(OpeningMixin, OperationsMixin, ResourcesMixin, PlansMixin, CatalogMixin, FeedMixin):
     """A handle on converge: an engine in this process over a store and a bus."""
 
     def for_project(self, project_id: str) -> Converge:
         """The same engine seen from one project: every stack call is confined to it."""
         return Converge(self.engine, project_id=project_id)
-
-    # --- stored inputs, single resources, catalog (the REST API's needs) -------------------
-
-    async def snapshot(self, type_name: str) -> Snapshot:
-        """The synchronizer's ``get_all`` of a type, limited to this project's stacks."""
-        from converge.adapters.sql.entities import EntityStore
-
-        snapshot = await EntityStore(self._sql()).snapshot(type_name)
-        mine = {stack.id for stack in await self._store.list_stacks(self.project_id)}
-        return Snapshot(
-            [entity for entity in snapshot.entities if entity.stack_id in mine],
-            dict(snapshot.seqs),
-        )
-
-    async def events_since(
-        self, after_id: int, *, stack_id: str | None = None, limit: int = 500
-    ) -> list[FeedEvent]:
-        """The project's change feed: events of its stacks after ``after_id``, oldest first."""
-        return await EventFeed(self._sql()).since(
-            self.project_id, after_id, stack_id=stack_id, limit=limit
-        )
-
-    async def last_event_id(self) -> int:
-        return await EventFeed(self._sql()).last_id()
 
     # --- API tokens ----------------------------------------------------------------------
 
