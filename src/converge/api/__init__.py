@@ -6,6 +6,11 @@
 
 Every mutating call returns at once with ``wait=False`` (so a second update can be started
 while the first runs) or when the stack settles with ``wait=True``.
+
+``Converge`` is composed of one mixin per concept over ``ConvergeBase`` (``base.py``):
+``opening.py``, ``operations.py``, ``reading.py``, ``resources.py``, ``plans.py``,
+``catalog.py``, ``feed.py``, ``tokens.py``; what a call is given is ``inputs.py``, how a
+handle picks its bus ``buses.py``. This module composes the handle.
 """
 
 from __future__ import annotations
