@@ -57,6 +57,10 @@ class Subscriber(Protocol):
 class Bus(Protocol):
     """Sends work to workers and change notifications to subscribers."""
 
+    # Whether work sent for a host reaches that host's workers (a broker), or every
+    # message stays in this process (the in-process bus: every host is this one).
+    reaches_other_hosts: bool
+
     async def start(self, work_handler: WorkHandler) -> None:
         """Begin delivering work messages to ``work_handler``."""
 
