@@ -10,8 +10,12 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
+import time
+import uuid
 from typing import IO
 
+import psycopg
 import pytest
 
 from support.distributed import Deployment, alive
@@ -118,6 +122,49 @@ def test_apply_says_so_when_no_worker_is_alive(deployment: Deployment) -> None:
     assert unchecked.returncode == 7, unchecked.stderr
     assert "no converge worker is alive" in unchecked.stderr
     engine.stop()
+
+
+def test_a_command_says_which_host_has_no_worker_for_its_local_resources(
+    deployment: Deployment,
+) -> None:
+    """The stack's file lives on this host; the only live worker is on another one: the
+    work would wait in this host's queue forever, so the commands refuse (exit 7), naming
+    the host and the resource, and start nothing."""
+    root = deployment.directory
+    (root / "files.yaml").write_text(
+        "heat_template_version: 2021-04-16\nresources:\n"
+        f"  note: {{type: Local::File, properties: {{path: '{root / 'note.txt'}', "
+        "content: one}}\n"
+        "  marker: {type: OS::Heat::None}\n"
+    )
+    here = socket.gethostname()
+    worker = deployment.serve("--roles", "worker")
+    deployment.wait_for("worker", 1)
+    created = deployment.converge("apply", "files.yaml")
+    assert created.returncode == 0, created.stderr
+    worker.stop()
+    # A worker of another machine, alive by its heartbeat.
+    with psycopg.connect(deployment.database_url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO service (engine_id, host, pid, roles, started_at, heartbeat_at) "
+            "VALUES (%s, 'elsewhere', 1, '[\"worker\"]', %s, %s)",
+            (str(uuid.uuid4()), time.time(), time.time() + 600),
+        )
+    refusals = [
+        deployment.converge("destroy", "files", "--yes", timeout=60),
+        deployment.converge("check", "files", timeout=60),
+        deployment.converge("apply", "files.yaml", "--name", "other", timeout=60),  # new: here
+    ]
+    named = f"no converge worker is alive on host {here}, where note of this operation"
+    for refused in refusals:
+        assert refused.returncode == 7, refused.stderr
+        assert named in refused.stderr
+        assert "workers are alive on elsewhere" in refused.stderr
+    listed = deployment.converge("list", "-f", "json")
+    assert [s["stack_name"] for s in json.loads(listed.stdout)] == ["files"]
+    shown = deployment.converge("show", "files", "-f", "value", "-c", "stack_status")
+    assert shown.stdout.strip() == "CREATE_COMPLETE", shown.stderr  # nothing was started
+    assert (root / "note.txt").read_text() == "one"
 
 
 def test_a_worker_restarted_mid_operation_finishes_it(deployment: Deployment) -> None:

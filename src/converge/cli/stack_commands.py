@@ -286,7 +286,7 @@ def apply(
                 current = await cv.get_stack(stack_name)
             except NotFound:
                 current = None
-            await require_worker(cv)
+            await require_worker(cv, stack_name, sources[0], sources[1:])
             if current is None:
                 view = await cv.create_stack(
                     stack_name,
@@ -481,7 +481,7 @@ def destroy(
     async def body(session: Session) -> int:
         async with _open(state, must_exist=True) as cv:
             stack = await cv.get_stack(name)
-            await require_worker(cv)
+            await require_worker(cv, stack.id)
             after = await _last_event_id(cv, stack.id)
             await cv.delete_stack(stack.id, wait=False)
             session.interrupt_message = _interrupted(name, "delete")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -168,15 +168,38 @@ def _relies_on_workers(cv: Converge) -> Broker | None:
     return broker
 
 
-async def require_worker(cv: Converge) -> None:
-    """Refuse to start an operation that no process would carry out (nothing is started)."""
+async def require_worker(
+    cv: Converge,
+    stack: str | None = None,
+    template: Any = None,
+    environments: Sequence[Any] = (),
+) -> None:
+    """Refuse to start an operation that no process would carry out (nothing is started):
+    no worker at all, or none on a host where resources of the operation are bound
+    (``Local::*``: their work waits in that host's queue). ``stack``: the stack operated
+    on; ``template`` and ``environments``: what an apply converges it to."""
     broker = _relies_on_workers(cv)
-    if broker is not None and not await cv.live_services("worker"):
+    if broker is None:
+        return
+    workers = await cv.live_services("worker")
+    if not workers:
         raise Unavailable(
             f"{_no_worker(broker)}: nothing would do the work, so nothing was started. Start "
             "one (`converge serve`, or `converge serve --roles worker`) with the same --state "
             "and --broker, and try again"
         )
+    serving = {worker.host for worker in workers}
+    needed = await cv.hosts_needed(stack, template, environments)
+    for host, names in sorted(needed.items()):
+        if host not in serving:
+            shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+            raise Unavailable(
+                f"no converge worker is alive on host {host}, where {shown} of this "
+                f"operation {'is' if len(names) == 1 else 'are'} bound (Local::* work runs "
+                f"only on its own host; workers are alive on {', '.join(sorted(serving))}): "
+                "nothing was started. Start one on that host (`converge serve`, or `converge "
+                "serve --roles worker`) with the same --state and --broker, and try again"
+            )
 
 
 @contextlib.asynccontextmanager

@@ -297,7 +297,7 @@ class StackOperations:
             await self.rollback(stack, f"Stack {stack.action} cancelled, rolling back")
             return
         await self._stop_traversal(stack)
-        for child in await self._descendants(stack):
+        for child in await self.descendants(stack):
             if child.status == Status.IN_PROGRESS:
                 await self._stop_traversal(child)
 
@@ -317,7 +317,7 @@ class StackOperations:
         )
         self._signal(stack.id)
 
-    async def _descendants(self, stack: StackRecord) -> list[StackRecord]:
+    async def descendants(self, stack: StackRecord) -> list[StackRecord]:
         """Every live nested stack below ``stack``, parents before children."""
         stacks = await self.ctx.store.list_stacks(stack.project_id)
         children: dict[str, list[StackRecord]] = {}
