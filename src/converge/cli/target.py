@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from converge.adapters.urls import without_password
-from converge.errors import Unavailable
+from converge.errors import StoreError, Unavailable
 
 if TYPE_CHECKING:
     from converge.api import Converge
@@ -224,7 +224,10 @@ async def _watch(cv: Converge, broker: Broker, what: str) -> None:
     alive = True
     while True:
         await asyncio.sleep(WORKER_CHECK_SECONDS)
-        now_alive = bool(await cv.live_services("worker"))
+        try:
+            now_alive = bool(await cv.live_services("worker"))
+        except StoreError:
+            continue  # the database is away: following says so and waits for it
         if alive and not now_alive:
             click.echo(
                 f"warning: {_no_worker(broker)}; the {what} waits until one starts (Ctrl-C "
