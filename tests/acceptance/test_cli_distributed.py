@@ -167,6 +167,46 @@ def test_a_command_says_which_host_has_no_worker_for_its_local_resources(
     assert (root / "note.txt").read_text() == "one"
 
 
+def test_following_says_when_the_host_of_its_local_resources_has_no_worker(
+    deployment: Deployment,
+) -> None:
+    """This host's only worker stops while the operation waits to make a file here; a
+    worker elsewhere is alive: `apply` says which host lacks one, then that one is back,
+    and the operation finishes there."""
+    root = deployment.directory
+    (root / "later.yaml").write_text(
+        "heat_template_version: 2021-04-16\nresources:\n"
+        "  slow: {type: OS::Heat::TestResource, properties: {wait_secs: 3}}\n"
+        f"  note: {{type: Local::File, depends_on: slow, properties: {{path: "
+        f"'{root / 'note.txt'}', content: one}}}}\n"
+    )
+    here = socket.gethostname()
+    first = deployment.serve("--roles", "worker")
+    deployment.wait_for("worker", 1)
+    with psycopg.connect(deployment.database_url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO service (engine_id, host, pid, roles, started_at, heartbeat_at) "
+            "VALUES (%s, 'elsewhere', 1, '[\"worker\"]', %s, %s)",
+            (str(uuid.uuid4()), time.time(), time.time() + 600),
+        )
+    with deployment.start_converge("apply", "later.yaml") as following:
+        assert following.stdout is not None and following.stderr is not None
+        _read_until(following.stdout, "slow  CREATE_IN_PROGRESS")
+        first.stop()  # its unfinished check of slow goes back to the queue
+        _read_until(
+            following.stderr,
+            f"no converge worker is alive on host {here}, where note of this operation is bound",
+        )
+        second = deployment.serve("--roles", "worker")
+        _read_until(following.stderr, f"a worker is alive on host {here} again")
+        following.wait(timeout=120)
+        out, err = following.stdout.read(), following.stderr.read()
+    assert following.returncode == 0, err
+    assert "Stack later CREATE_COMPLETE" in out
+    assert (root / "note.txt").read_text() == "one"
+    second.stop()
+
+
 def test_a_worker_restarted_mid_operation_finishes_it(deployment: Deployment) -> None:
     """The only worker stops while a resource is being created: `apply` says that no
     worker is alive, and once a new worker process starts, it carries the operation on."""

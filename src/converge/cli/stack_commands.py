@@ -161,7 +161,7 @@ async def _follow(
     try:
         if isinstance(cv, RemoteConverge):
             return await follow_remote(cv, stack_id, display, after_id=after)
-        async with watching_workers(cv, title):
+        async with watching_workers(cv, title, stack_id):
             return await follow(cv, stack_id, display, after_id=after)
     finally:
         display.close()
