@@ -11,6 +11,8 @@ import json
 import os
 import signal
 import socket
+import subprocess
+import threading
 import time
 import uuid
 from typing import IO
@@ -191,14 +193,15 @@ def test_following_says_when_the_host_of_its_local_resources_has_no_worker(
         )
     with deployment.start_converge("apply", "later.yaml") as following:
         assert following.stdout is not None and following.stderr is not None
-        _read_until(following.stdout, "slow  CREATE_IN_PROGRESS")
+        _read_until(following, following.stdout, "slow  CREATE_IN_PROGRESS")
         first.stop()  # its unfinished check of slow goes back to the queue
         _read_until(
+            following,
             following.stderr,
             f"no converge worker is alive on host {here}, where note of this operation is bound",
         )
         second = deployment.serve("--roles", "worker")
-        _read_until(following.stderr, f"a worker is alive on host {here} again")
+        _read_until(following, following.stderr, f"a worker is alive on host {here} again")
         following.wait(timeout=120)
         out, err = following.stdout.read(), following.stderr.read()
     assert following.returncode == 0, err
@@ -218,9 +221,9 @@ def test_a_worker_restarted_mid_operation_finishes_it(deployment: Deployment) ->
     deployment.wait_for("worker", 1)
     with deployment.start_converge("apply", "slow.yaml") as following:
         assert following.stdout is not None and following.stderr is not None
-        _read_until(following.stdout, "slow  CREATE_IN_PROGRESS")
+        _read_until(following, following.stdout, "slow  CREATE_IN_PROGRESS")
         first.stop()  # its unfinished check goes back to the broker's queue
-        _read_until(following.stderr, "no converge worker is alive")
+        _read_until(following, following.stderr, "no converge worker is alive")
         second = deployment.serve("--roles", "worker")
         following.wait(timeout=120)  # little output: the pipes cannot fill meanwhile
         out, err = following.stdout.read(), following.stderr.read()
@@ -229,6 +232,23 @@ def test_a_worker_restarted_mid_operation_finishes_it(deployment: Deployment) ->
     second.stop()
 
 
-def _read_until(stream: IO[str], text: str) -> None:
-    while text not in (line := stream.readline()):
-        assert line, f"the command ended before printing {text!r}"
+def _read_until(
+    process: subprocess.Popen[str], stream: IO[str] | None, text: str, timeout: float = 60.0
+) -> None:
+    """Read ``stream`` of ``process`` until a line holds ``text``; the process is killed
+    (and the test fails) when it does not come within ``timeout`` seconds."""
+    assert stream is not None
+    found = threading.Event()
+
+    def read() -> None:
+        for line in stream:
+            if text in line:
+                found.set()
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout)
+    if not found.is_set():
+        process.kill()
+        raise AssertionError(f"{text!r} not printed within {timeout} s")
