@@ -8,8 +8,8 @@ on the wrong machine (a file made twice, a delete that finds nothing and leaks t
 one), so the worker acts only where the resource lives, or where it can no longer live:
 
 - a live worker process recorded the resource's host: the work is that host's. It is sent
-  to that host's queue (a bus that reaches hosts), or left for that host otherwise (its
-  sweeper re-sends it there); nothing is done here.
+  to that host's queue (a bus that reaches hosts), or left for that host otherwise (for a
+  sweeper whose bus reaches it to re-send); nothing is done here.
 - no live worker has that host: no machine of that name is serving any more. Typically
   this very machine was renamed since the row was written (the embedded mode over a state
   file never moves), or that machine is gone for good; waiting would wait forever. The
@@ -32,7 +32,8 @@ async def on_this_host(
     ctx: EngineContext, message: CheckResource, row: ResourceRecord
 ) -> ResourceRecord | None:
     """The row to act on here (taken over when its host serves no more), or None when the
-    work belongs to the worker of another host (passed on to it)."""
+    work belongs to the worker of another host (passed on to it) or the takeover lost to
+    another change of the row (whoever made it goes on)."""
     if row.host is None or row.host == ctx.host:
         return row
     where = {"resource": row.name, "resource_host": row.host, "host": ctx.host}
