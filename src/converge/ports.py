@@ -57,6 +57,10 @@ class Subscriber(Protocol):
 class Bus(Protocol):
     """Sends work to workers and change notifications to subscribers."""
 
+    # Whether work sent for a host reaches that host's workers (a broker), or every
+    # message stays in this process (the in-process bus: every host is this one).
+    reaches_other_hosts: bool
+
     async def connect(self) -> None:
         """Reach the broker now (idempotent): ``Unavailable`` if it cannot be reached, so a
         command refuses before it starts anything rather than when it first sends work."""

@@ -10,9 +10,15 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
+import subprocess
+import threading
+import time
+import uuid
 from pathlib import Path
 from typing import IO
 
+import psycopg
 import pytest
 
 from support.distributed import Deployment, alive
@@ -121,6 +127,90 @@ def test_apply_says_so_when_no_worker_is_alive(deployment: Deployment) -> None:
     engine.stop()
 
 
+def test_a_command_says_which_host_has_no_worker_for_its_local_resources(
+    deployment: Deployment,
+) -> None:
+    """The stack's file lives on this host; the only live worker is on another one: the
+    work would wait in this host's queue forever, so the commands refuse (exit 7), naming
+    the host and the resource, and start nothing."""
+    root = deployment.directory
+    (root / "files.yaml").write_text(
+        "heat_template_version: 2021-04-16\nresources:\n"
+        f"  note: {{type: Local::File, properties: {{path: '{root / 'note.txt'}', "
+        "content: one}}\n"
+        "  marker: {type: OS::Heat::None}\n"
+    )
+    here = socket.gethostname()
+    worker = deployment.serve("--roles", "worker")
+    deployment.wait_for("worker", 1)
+    created = deployment.converge("apply", "files.yaml")
+    assert created.returncode == 0, created.stderr
+    worker.stop()
+    # A worker of another machine, alive by its heartbeat.
+    with psycopg.connect(deployment.database_url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO service (engine_id, host, pid, roles, started_at, heartbeat_at) "
+            "VALUES (%s, 'elsewhere', 1, '[\"worker\"]', %s, %s)",
+            (str(uuid.uuid4()), time.time(), time.time() + 600),
+        )
+    refusals = [
+        deployment.converge("destroy", "files", "--yes", timeout=60),
+        deployment.converge("check", "files", timeout=60),
+        deployment.converge("apply", "files.yaml", "--name", "other", timeout=60),  # new: here
+    ]
+    named = f"no converge worker is alive on host {here}, where note of this operation"
+    for refused in refusals:
+        assert refused.returncode == 7, refused.stderr
+        assert named in refused.stderr
+        assert "workers are alive on elsewhere" in refused.stderr
+    listed = deployment.converge("list", "-f", "json")
+    assert [s["stack_name"] for s in json.loads(listed.stdout)] == ["files"]
+    shown = deployment.converge("show", "files", "-f", "value", "-c", "stack_status")
+    assert shown.stdout.strip() == "CREATE_COMPLETE", shown.stderr  # nothing was started
+    assert (root / "note.txt").read_text() == "one"
+
+
+def test_following_says_when_the_host_of_its_local_resources_has_no_worker(
+    deployment: Deployment,
+) -> None:
+    """This host's only worker stops while the operation waits to make a file here; a
+    worker elsewhere is alive: `apply` says which host lacks one, then that one is back,
+    and the operation finishes there."""
+    root = deployment.directory
+    (root / "later.yaml").write_text(
+        "heat_template_version: 2021-04-16\nresources:\n"
+        "  slow: {type: OS::Heat::TestResource, properties: {wait_secs: 3}}\n"
+        f"  note: {{type: Local::File, depends_on: slow, properties: {{path: "
+        f"'{root / 'note.txt'}', content: one}}}}\n"
+    )
+    here = socket.gethostname()
+    first = deployment.serve("--roles", "worker")
+    deployment.wait_for("worker", 1)
+    with psycopg.connect(deployment.database_url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO service (engine_id, host, pid, roles, started_at, heartbeat_at) "
+            "VALUES (%s, 'elsewhere', 1, '[\"worker\"]', %s, %s)",
+            (str(uuid.uuid4()), time.time(), time.time() + 600),
+        )
+    with deployment.start_converge("apply", "later.yaml") as following:
+        assert following.stdout is not None and following.stderr is not None
+        _read_until(following, following.stdout, "slow  CREATE_IN_PROGRESS")
+        first.stop()  # its unfinished check of slow goes back to the queue
+        _read_until(
+            following,
+            following.stderr,
+            f"no converge worker is alive on host {here}, where note of this operation is bound",
+        )
+        second = deployment.serve("--roles", "worker")
+        _read_until(following, following.stderr, f"a worker is alive on host {here} again")
+        following.wait(timeout=120)
+        out, err = following.stdout.read(), following.stderr.read()
+    assert following.returncode == 0, err
+    assert "Stack later CREATE_COMPLETE" in out
+    assert (root / "note.txt").read_text() == "one"
+    second.stop()
+
+
 def test_a_worker_restarted_mid_operation_finishes_it(deployment: Deployment) -> None:
     """The only worker stops while a resource is being created: `apply` says that no
     worker is alive, and once a new worker process starts, it carries the operation on."""
@@ -132,9 +222,9 @@ def test_a_worker_restarted_mid_operation_finishes_it(deployment: Deployment) ->
     deployment.wait_for("worker", 1)
     with deployment.start_converge("apply", "slow.yaml") as following:
         assert following.stdout is not None and following.stderr is not None
-        _read_until(following.stdout, "slow  CREATE_IN_PROGRESS")
+        _read_until(following, following.stdout, "slow  CREATE_IN_PROGRESS")
         first.stop()  # its unfinished check goes back to the broker's queue
-        _read_until(following.stderr, "no converge worker is alive")
+        _read_until(following, following.stderr, "no converge worker is alive")
         second = deployment.serve("--roles", "worker")
         following.wait(timeout=120)  # little output: the pipes cannot fill meanwhile
         out, err = following.stdout.read(), following.stderr.read()
@@ -143,9 +233,26 @@ def test_a_worker_restarted_mid_operation_finishes_it(deployment: Deployment) ->
     second.stop()
 
 
-def _read_until(stream: IO[str], text: str) -> None:
-    while text not in (line := stream.readline()):
-        assert line, f"the command ended before printing {text!r}"
+def _read_until(
+    process: subprocess.Popen[str], stream: IO[str] | None, text: str, timeout: float = 60.0
+) -> None:
+    """Read ``stream`` of ``process`` until a line holds ``text``; the process is killed
+    (and the test fails) when it does not come within ``timeout`` seconds."""
+    assert stream is not None
+    found = threading.Event()
+
+    def read() -> None:
+        for line in stream:
+            if text in line:
+                found.set()
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout)
+    if not found.is_set():
+        process.kill()
+        raise AssertionError(f"{text!r} not printed within {timeout} s")
 
 
 def test_an_unreachable_broker_is_named_and_nothing_starts(

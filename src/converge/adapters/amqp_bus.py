@@ -76,6 +76,8 @@ class AmqpBus:
     share one broker); ``host`` names this machine's own work queue.
     """
 
+    reaches_other_hosts = True
+
     def __init__(
         self,
         url: str,

@@ -20,6 +20,8 @@ class LocalBus:
     waiting for it to finish, and every host is this one.
     """
 
+    reaches_other_hosts = False
+
     def __init__(self) -> None:
         self._handler: WorkHandler | None = None
         self._subscribers: dict[str, set[LocalSubscription]] = {}

@@ -202,7 +202,7 @@ class OpeningMixin(ConvergeBase):
         ``engine_stale_after``, and on this host their process still runs), with ``role``
         if given: a CLI over a broker asks whether any worker will do its work."""
         since = self._ctx.clock.now() - self._ctx.settings.engine_stale_after
-        host = liveness.host_name()
+        host = self._ctx.host
         return [
             service
             for service in await self._store.list_services()

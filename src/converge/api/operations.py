@@ -18,6 +18,7 @@ from converge.api.inputs import (
 )
 from converge.core.states import Action, Status
 from converge.core.template import (
+    Environment,
     StackDefinition,
     StackIdentity,
     environment_from_data,
@@ -35,6 +36,49 @@ HOOKS = ("pre-create", "pre-update", "pre-delete", "post-create", "post-update",
 
 class OperationsMixin(ConvergeBase):
     """What changes a stack: each call starts an operation of the engine."""
+
+    async def hosts_needed(
+        self,
+        name_or_id: str | None,
+        template: TemplateInput | None = None,
+        environments: Sequence[TemplateInput] = (),
+    ) -> dict[str, list[str]]:
+        """The hosts whose own workers an operation on the stack needs, each with the names
+        of the resources bound to it (``Local::*``: their work runs only there): what the
+        rows of the stack and of its nested stacks record, and this host for the resources
+        ``template`` adds (not in the stack yet) of a type bound to the host that makes
+        them. Conditions are not evaluated: a resource they leave out may be counted."""
+        needed: dict[str, list[str]] = {}
+        known: set[str] = set()
+        if name_or_id is not None:
+            try:
+                stack = await self._find(name_or_id)
+            except NotFound:
+                stack = None
+            if stack is not None:
+                for owned in [stack, *await self.engine.operations.descendants(stack)]:
+                    for row in await self._store.list_resources(owned.id):
+                        if owned.id == stack.id:
+                            known.add(row.name)
+                        if row.host is not None:
+                            needed.setdefault(row.host, []).append(row.name)
+        if template is not None:
+            loaded = _load_template(template)
+            environment = _merge(environments)
+            for name, raw in loaded.section("resources").items():
+                if name not in known and self._binds_to_host(environment, name, raw):
+                    needed.setdefault(self._ctx.host, []).append(name)
+        return {host: sorted(set(names)) for host, names in needed.items()}
+
+    def _binds_to_host(self, environment: Environment, name: str, raw: Any) -> bool:
+        type_name = raw.get("type", raw.get("Type")) if isinstance(raw, Mapping) else None
+        if not isinstance(type_name, str):
+            return False  # the operation reports it
+        try:
+            implementation = environment.implementation_type(type_name, name)
+        except ValueError:
+            return False
+        return self._ctx.host_for(implementation) is not None
 
     async def create_stack(
         self,

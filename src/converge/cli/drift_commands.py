@@ -93,7 +93,7 @@ def check(
 
     async def body(session: Session) -> int:
         async with await _open(state) as cv:
-            await require_worker(cv)  # a CHECK is a traversal: the workers observe
+            await require_worker(cv, name)  # a CHECK is a traversal: the workers observe
             stack = await cv.check_stack(name)
             drift = output.dicts(await cv.drift(stack.id, diffs=True))
         if output.is_document(output_format) and not columns:

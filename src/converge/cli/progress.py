@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+import click
 from rich.console import Console, Group
 from rich.live import Live
 from rich.progress import (
@@ -22,12 +23,16 @@ from rich.table import Table
 from rich.text import Text
 
 from converge.cli.output import event_line, styled_status
+from converge.errors import StateError, StoreError
 from converge.views import EventView, ResourceView, StackView
 
 if TYPE_CHECKING:
     from converge.api import Converge
 
 POLL_SECONDS = 0.2
+# How long following waits out a database it cannot reach (a server restarting) before it
+# gives up: the operation goes on in the workers either way.
+DATABASE_PATIENCE_SECONDS = 120.0
 # A failed create/update rolls back right after failing; how long to look for that start
 # when it happens outside a worker check (a timeout fires on a timer).
 ROLLBACK_GRACE_SECONDS = 0.5
@@ -268,17 +273,34 @@ async def follow(
     last_id = after_id
     grace_until: float | None = None
     progress: OperationProgress | None = None
+    unreachable_since: float | None = None
     while True:
-        # The stack first: its settling is written with its events, so reading the events
-        # after it never misses the last ones.
-        stack = await cv.get_stack(stack_id, include_deleted=True)
+        try:
+            # The stack first: its settling is written with its events, so reading the
+            # events after it never misses the last ones.
+            stack = await cv.get_stack(stack_id, include_deleted=True)
+            events = await cv.list_events(stack_id, after_id=last_id)
+            resources = await cv.list_resources(stack_id)
+        except StoreError as exc:
+            if isinstance(exc, StateError):
+                raise  # the state itself is unusable: waiting does not help
+            # The server is away (restarting, a network cut): wait for it, for a while.
+            if unreachable_since is None:
+                unreachable_since = loop.time()
+                click.echo(f"warning: {exc}; waiting for the state database", err=True)
+            elif loop.time() - unreachable_since > DATABASE_PATIENCE_SECONDS:
+                raise
+            await asyncio.sleep(poll)
+            continue
+        if unreachable_since is not None:
+            unreachable_since = None
+            click.echo("note: the state database is back", err=True)
         progress = progress or OperationProgress(stack.stack_name)
-        for event in await cv.list_events(stack_id, after_id=last_id):
+        for event in events:
             seen.append(event)
             last_id = event.id
             progress.add(event)
             display.event(event)
-        resources = await cv.list_resources(stack_id)
         display.resources(progress.rows(resources, settled=stack.status != "IN_PROGRESS"))
         if stack.status != "IN_PROGRESS":
             await cv.engine.idle()

@@ -162,7 +162,7 @@ async def _follow(
     try:
         if isinstance(cv, RemoteConverge):
             return await follow_remote(cv, stack_id, display, after_id=after)
-        async with watching_workers(cv, title):
+        async with watching_workers(cv, title, stack_id):
             return await follow(cv, stack_id, display, after_id=after)
     finally:
         display.close()
@@ -287,7 +287,7 @@ def apply(
                 current = await cv.get_stack(stack_name)
             except NotFound:
                 current = None
-            await require_worker(cv)
+            await require_worker(cv, stack_name, sources[0], sources[1:])
             if current is None:
                 view = await cv.create_stack(
                     stack_name,
@@ -482,7 +482,7 @@ def destroy(
     async def body(session: Session) -> int:
         async with _open(state, must_exist=True) as cv:
             stack = await cv.get_stack(name)
-            await require_worker(cv)
+            await require_worker(cv, stack.id)
             after = await _last_event_id(cv, stack.id)
             await cv.delete_stack(stack.id, wait=False)
             session.interrupt_message = _interrupted(name, "delete")

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from converge.adapters.urls import without_password
-from converge.errors import Unavailable
+from converge.errors import StoreError, Unavailable
 
 if TYPE_CHECKING:
     from converge.api import Converge
@@ -191,31 +191,54 @@ async def require_broker(cv: Converge | None, broker: Broker | None = None) -> N
         ) from exc
 
 
-async def require_worker(cv: Converge) -> None:
+async def require_worker(
+    cv: Converge,
+    stack: str | None = None,
+    template: Any = None,
+    environments: Sequence[Any] = (),
+) -> None:
     """Refuse to start an operation that no process would carry out (nothing is started):
-    the broker must answer, and a live process must hold the worker role."""
+    the broker must answer, and a live process must hold the worker role, also on every
+    host where resources of the operation are bound (``Local::*``: their work waits in
+    that host's queue). ``stack``: the stack operated on; ``template`` and
+    ``environments``: what an apply converges it to."""
     broker = _relies_on_workers(cv)
     if broker is None:
         return
     await require_broker(cv, broker)
-    if not await cv.live_services("worker"):
+    workers = await cv.live_services("worker")
+    if not workers:
         raise Unavailable(
             f"{_no_worker(broker)}: nothing would do the work, so nothing was started. Start "
             "one (`converge serve`, or `converge serve --roles worker`) with the same --state "
             "and --broker, and try again"
         )
+    serving = {worker.host for worker in workers}
+    needed = await cv.hosts_needed(stack, template, environments)
+    for host, names in sorted(needed.items()):
+        if host not in serving:
+            raise Unavailable(
+                f"no converge worker is alive on host {host}, where {_bound(names)} (Local::* "
+                f"work runs only on its own host; workers are alive on "
+                f"{', '.join(sorted(serving))}): "
+                "nothing was started. Start one on that host (`converge serve`, or `converge "
+                "serve --roles worker`) with the same --state and --broker, and try again"
+            )
 
 
 @contextlib.asynccontextmanager
-async def watching_workers(cv: Converge, what: str) -> AsyncIterator[None]:
-    """While following an operation, say on stderr when no worker is alive any more (it
-    waits for one: the operation is stored and resumes when a worker starts), and when
-    one is back. Nothing to watch without a broker."""
+async def watching_workers(
+    cv: Converge, what: str, stack: str | None = None
+) -> AsyncIterator[None]:
+    """While following an operation, say on stderr when no worker is alive any more, or
+    none on a host where resources of ``stack`` are bound (their work waits for one: the
+    operation is stored and resumes when a worker starts), and when one is back. Nothing
+    to watch without a broker."""
     broker = _relies_on_workers(cv)
     if broker is None:
         yield
         return
-    task = asyncio.create_task(_watch(cv, broker, what), name="converge-watch-workers")
+    task = asyncio.create_task(_watch(cv, broker, what, stack), name="converge-watch-workers")
     try:
         yield
     finally:
@@ -224,11 +247,19 @@ async def watching_workers(cv: Converge, what: str) -> AsyncIterator[None]:
             await task
 
 
-async def _watch(cv: Converge, broker: Broker, what: str) -> None:
+async def _watch(cv: Converge, broker: Broker, what: str, stack: str | None) -> None:
     alive = True
+    needed: dict[str, list[str]] | None = None  # read once the operation has its rows
+    missing: set[str] = set()
     while True:
         await asyncio.sleep(WORKER_CHECK_SECONDS)
-        now_alive = bool(await cv.live_services("worker"))
+        try:
+            workers = await cv.live_services("worker")
+            if needed is None:
+                needed = await cv.hosts_needed(stack) if stack is not None else {}
+        except StoreError:
+            continue  # the database is away: following says so and waits for it
+        now_alive = bool(workers)
         if alive and not now_alive:
             click.echo(
                 f"warning: {_no_worker(broker)}; the {what} waits until one starts (Ctrl-C "
@@ -238,3 +269,20 @@ async def _watch(cv: Converge, broker: Broker, what: str) -> None:
         elif now_alive and not alive:
             click.echo(f"note: a worker is alive again; the {what} goes on", err=True)
         alive = now_alive
+        serving = {worker.host for worker in workers}
+        now_missing = {host for host in needed if host not in serving} if now_alive else set()
+        for host in sorted(now_missing - missing):
+            click.echo(
+                f"warning: no converge worker is alive on host {host}, where "
+                f"{_bound(needed[host])}; that work waits until one starts there",
+                err=True,
+            )
+        for host in sorted(missing - now_missing):
+            click.echo(f"note: a worker is alive on host {host} again; its work goes on", err=True)
+        missing = now_missing
+
+
+def _bound(names: Sequence[str]) -> str:
+    """``note of this operation is bound``, ``a, b and 3 more of this operation are bound``."""
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return f"{shown} of this operation {'is' if len(names) == 1 else 'are'} bound"

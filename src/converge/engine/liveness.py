@@ -56,15 +56,15 @@ def is_dead_here(service: ServiceRecord, host: str) -> bool:
 
 
 async def live_services(
-    store: Store, me: str, now: float, stale_after: float
+    store: Store, me: str, now: float, stale_after: float, *, host: str | None = None
 ) -> list[ServiceRecord]:
     """The other processes alive now: a heartbeat newer than ``stale_after`` seconds.
 
-    The rows of processes of this host that are gone are removed on the way, so their
-    claims, leases and shares are taken over now rather than when their heartbeat goes
-    stale.
+    The rows of processes of this host (``host``: the name this process records, by
+    default its host name) that are gone are removed on the way, so their claims, leases
+    and shares are taken over now rather than when their heartbeat goes stale.
     """
-    host = host_name()
+    host = host or host_name()
     alive: list[ServiceRecord] = []
     for service in await store.list_services():
         if service.engine_id == me:

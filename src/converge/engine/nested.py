@@ -8,11 +8,16 @@ traversals, events, drift and outputs, in the same store, run by any engine.
 
 The nested stack is named after the resource's physical name (owner stack, resource,
 short id), so a create interrupted after the stack was made finds it again instead of
-making a second one.
+making a second one. Its operation's traversal id is derived from the owner's traversal
+and what it converges to, so a repeated check of the owner's resource in the same
+traversal (a re-sent message, a claim taken over from a process thought dead) finds that
+operation started, or done, and waits for it instead of starting it again.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import uuid
 from collections.abc import Mapping
@@ -105,6 +110,29 @@ class NestedStackService:
             )
         except TemplateError as exc:
             raise PermanentFailure(f"nested stack {rctx.physical_name}: {exc}") from exc
+        traversal_id = child_traversal_id(
+            owner.current_traversal,
+            rctx.physical_name,
+            {
+                "template": loaded.data,
+                "environment": environment.to_data(),
+                "parameters": parameters,
+                "converge": rctx.converge,
+            },
+        )
+        if existing is not None and existing.current_traversal == traversal_id:
+            # This traversal of the owner already started this very operation (and it may
+            # be done): the check is a repeat. Starting it again would converge the whole
+            # nested stack once more (an UPDATE of every resource in it).
+            log.info(
+                "nested stack already converging for this traversal",
+                extra={"stack": owner.name, "resource": rctx.resource_name, "nested": child_id},
+            )
+            return child_id
+        if existing is not None and await self.ctx.store.reported_senders(traversal_id):
+            # That operation ran and another superseded it since (an operation on the
+            # nested stack itself): its leftover reports must not count for a new run.
+            traversal_id = uuid.uuid4().hex
         remaining = rctx.remaining()
         timeout_mins = None if remaining is None else max(remaining, 1.0) / 60
         if existing is None:
@@ -129,7 +157,14 @@ class NestedStackService:
             child_id, loaded.data, environment.to_data(), record.files, parameters
         )
         self.ctx.definitions.put(template_id, child)
-        await self.operations.converge(child_id, template_id, child, action, converge=rctx.converge)
+        await self.operations.converge(
+            child_id,
+            template_id,
+            child,
+            action,
+            converge=rctx.converge,
+            traversal_id=traversal_id,
+        )
         log.info(
             "nested stack started",
             extra={"stack": owner.name, "resource": rctx.resource_name, "nested": child_id},
@@ -213,6 +248,16 @@ class NestedStackService:
                 break
             depth += 1
         return depth
+
+
+def child_traversal_id(owner_traversal: str, child_name: str, target: Mapping[str, Any]) -> str:
+    """The id of the nested stack's traversal that the owner's traversal starts to converge
+    it to ``target``: the same for a repeated check, another for another traversal of the
+    owner or another target (each step of a group's rolling update)."""
+    digest = hashlib.sha256(
+        json.dumps(target, sort_keys=True, separators=(",", ":"), default=str).encode()
+    ).hexdigest()
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"{owner_traversal}/{child_name}/{digest}").hex
 
 
 def _state(stack: StackRecord) -> NestedStackState:

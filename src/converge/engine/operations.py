@@ -89,16 +89,21 @@ class StackOperations:
         converge: bool = False,
         converge_names: Sequence[str] | None = None,
         events: Sequence[NewEvent] = (),
+        traversal_id: str | None = None,
     ) -> StackRecord:
         """Start a traversal converging the stack to ``template_id``; supersedes any other.
 
         ``converge``: workers compare with observed reality (Heat's ``converge: true``);
         ``converge_names`` limits that to these resources (a heal). Both are stored on the
-        stack, so a worker in any process knows the traversal's mode.
+        stack, so a worker in any process knows the traversal's mode. ``traversal_id``: the
+        new traversal's id when the caller derives it (a nested stack's, from its owner's
+        traversal); when the stack already has that traversal, nothing is started again.
         """
         requirements = {name: sorted(res.requires) for name, res in definition.resources.items()}
         for _attempt in range(_MAX_START_ATTEMPTS):
             stack = await self.ctx.store.get_stack(stack_id)
+            if traversal_id is not None and stack.current_traversal == traversal_id:
+                return stack  # started by a concurrent repeat of the same request
             # The graph of a traversal this one supersedes: did its update phase finish?
             # (A CHECK's graph converges nothing: the stack stays at its template.)
             running = (
@@ -120,7 +125,7 @@ class StackOperations:
                 for name, res in definition.resources.items()
                 if name not in named
             ]
-            traversal_id = uuid.uuid4().hex
+            new_traversal = traversal_id or uuid.uuid4().hex
             deadline = (
                 self.ctx.clock.now() + stack.timeout_mins * 60 if stack.timeout_mins else None
             )
@@ -131,7 +136,7 @@ class StackOperations:
                 all_rows: list[ResourceRecord],
                 _stack: StackRecord = stack,
                 _running: TraversalGraph | None = running,
-                _traversal: str = traversal_id,
+                _traversal: str = new_traversal,
                 _deadline: float | None = deadline,
                 _text: str = text,
                 _built: list[TraversalGraph] = built,
@@ -178,15 +183,15 @@ class StackOperations:
             if started is None:
                 continue  # another operation changed the stack first: read it again
             graph = built[-1]
-            self.ctx.graphs.put((stack_id, traversal_id), graph)
+            self.ctx.graphs.put((stack_id, new_traversal), graph)
             self._settled.setdefault(stack_id, asyncio.Event()).clear()
             log.info(
                 "traversal started",
                 extra={"stack": started.name, "action": str(action), "nodes": len(graph)},
             )
             if deadline is not None:
-                self._watch_deadline(stack_id, traversal_id, deadline)
-            await self._send_leaves(stack_id, traversal_id, graph)
+                self._watch_deadline(stack_id, new_traversal, deadline)
+            await self._send_leaves(stack_id, new_traversal, graph)
             return started
         raise Conflict(
             f"stack {stack_id}: could not start the {action} (too many concurrent changes)"
@@ -292,7 +297,7 @@ class StackOperations:
             await self.rollback(stack, f"Stack {stack.action} cancelled, rolling back")
             return
         await self._stop_traversal(stack)
-        for child in await self._descendants(stack):
+        for child in await self.descendants(stack):
             if child.status == Status.IN_PROGRESS:
                 await self._stop_traversal(child)
 
@@ -312,7 +317,7 @@ class StackOperations:
         )
         self._signal(stack.id)
 
-    async def _descendants(self, stack: StackRecord) -> list[StackRecord]:
+    async def descendants(self, stack: StackRecord) -> list[StackRecord]:
         """Every live nested stack below ``stack``, parents before children."""
         stacks = await self.ctx.store.list_stacks(stack.project_id)
         children: dict[str, list[StackRecord]] = {}

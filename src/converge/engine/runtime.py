@@ -100,7 +100,8 @@ class Engine:
         await self.ctx.store.register_service(
             ServiceRecord(
                 engine_id=self.engine_id,
-                host=liveness.host_name(),
+                # The host its bound work goes to: how others find a worker for that work.
+                host=self.ctx.host,
                 pid=os.getpid(),
                 roles=self.roles,
                 started_at=now,
@@ -310,6 +311,7 @@ class Engine:
             self.engine_id,
             self.ctx.clock.now(),
             self.ctx.settings.engine_stale_after,
+            host=self.ctx.host,
         )
         self.ctx.live_engines = {self.engine_id, *(s.engine_id for s in alive)}
         mine = {self.engine_id} if "engine" in self.roles else set()

@@ -29,6 +29,7 @@ from converge.core.drift import Drift, DriftStatus, compare
 from converge.core.states import Action, Status, check_resource_transition
 from converge.core.template import ALL_ATTRIBUTES, ResourceDefinition
 from converge.core.traversal import STACK_NODE, GraphNode, TraversalGraph
+from converge.engine import host_binding
 from converge.engine.check import ResourceChecker
 from converge.engine.context import EngineContext, applied_state
 from converge.engine.failure import ActionFailed
@@ -86,6 +87,11 @@ class Worker:
         )
         if stack.current_traversal != message.traversal_id or stack.status != Status.IN_PROGRESS:
             return
+        if row is not None:
+            on_host = await host_binding.on_this_host(self.ctx, message, row)
+            if on_host is None:
+                return  # another host's work: passed on to it
+            row = on_host
         if row is None:
             if node.is_update:
                 if node in await self.ctx.store.reported_senders(message.traversal_id):

@@ -55,6 +55,7 @@ class Membership:
             self.observer_id,
             self._clock.now(),
             self._settings.engine_stale_after,
+            host=self._settings.host,
         )
         observers = frozenset({self.observer_id, *(s.engine_id for s in alive if ROLE in s.roles)})
         if observers != self.observers:
