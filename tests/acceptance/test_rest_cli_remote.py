@@ -83,3 +83,14 @@ def test_apply_read_and_destroy_through_the_api(tmp_path: Path, server: RestServ
     refused = runner.invoke(main, ["--url", server.url, "--token", "wrong", "list"])
     assert refused.exit_code == 2 and "refused" in refused.output
     assert not local_state.exists()  # nothing was written locally
+
+
+def test_a_server_that_cannot_be_reached_is_unavailable(tmp_path: Path) -> None:
+    """Nothing listens at the URL: exit 7 (try again later), as for an unreachable broker,
+    not 1 (the operation failed)."""
+    result = CliRunner().invoke(
+        main,
+        ["--url", "http://127.0.0.1:1", "--token", "t", "list", "--state", str(tmp_path / "s.db")],
+    )
+    assert result.exit_code == 7, result.output
+    assert "cannot reach the converge server at http://127.0.0.1:1/" in result.output

@@ -33,6 +33,7 @@ from converge.errors import (
     InvalidRequest,
     NotFound,
     TemplateError,
+    Unavailable,
 )
 from converge.views import DriftView, EventView, PlannedChange, ResourceView, StackView
 
@@ -419,8 +420,10 @@ def _inputs_body(
 async def _request(client: httpx.AsyncClient, method: str, url: str, **kwargs: Any) -> Any:
     try:
         response = await client.request(method, url, **kwargs)
+    except httpx.TransportError as exc:  # refused, unreachable, timed out: try again later
+        raise Unavailable(f"cannot reach the converge server at {url}: {exc}") from exc
     except httpx.HTTPError as exc:
-        raise ConvergeError(f"cannot reach the converge server at {url}: {exc}") from exc
+        raise ConvergeError(f"the converge server at {url} answered badly: {exc}") from exc
     if response.status_code >= 400:
         _raise_for(response)
     if not response.content:
@@ -446,4 +449,6 @@ def _raise_for(response: httpx.Response) -> None:
         raise InvalidRequest(f"the server refused the request ({status}): {message}")
     if status < 500:
         raise InvalidRequest(message)
+    if status == 503:  # its database or broker is away for now
+        raise Unavailable(f"the server is unavailable ({status}): {message}")
     raise ConvergeError(f"the server failed ({status}): {message}")
