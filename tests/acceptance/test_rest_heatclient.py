@@ -12,7 +12,16 @@ import yaml
 from heatclient import client as heat_client
 from heatclient import exc as heat_exc
 
-from support.rest_server import MODES, RestServer, rest_server_in, wait_for
+from converge.api import Converge
+from support.distributed import Deployment
+from support.rest_server import (
+    MODES,
+    RestServer,
+    converge_thread,
+    rest_server_in,
+    wait_for,
+    wait_for_listening,
+)
 
 TEMPLATE = """
 heat_template_version: 2016-10-14
@@ -348,3 +357,26 @@ def test_nested_depth_reaches_into_provider_templates(heat: Any) -> None:
     assert set(updated) == {"box", "inner"}
     assert updated["inner"]["stack_name"] == nested[0].stack_name
     assert updated["box"]["stack_name"] == "web"
+
+
+def test_an_operation_no_worker_would_do_is_refused(deployment: Deployment) -> None:
+    """The API served by an engine-only process while no worker is alive answers 503 to a
+    create (Heat's ServiceUnavailable) and stores nothing, as the CLI refuses (exit 7)."""
+    api = deployment.serve("--roles", "engine", "--api", "127.0.0.1:0")
+    url = wait_for_listening(api)
+    with converge_thread(
+        lambda: Converge.open(
+            deployment.database_url,
+            broker_url=deployment.broker_url,
+            broker_namespace=deployment.namespace,
+            roles=(),
+        )
+    ) as (loop, cv):
+        server = RestServer(loop, cv, url, mode="distributed")
+        heat = heat_client.Client(
+            "1", endpoint=server.endpoint("alpha"), token=server.token("alpha")
+        )
+        with pytest.raises(heat_exc.HTTPServiceUnavailable, match="no converge worker is alive"):
+            heat.stacks.create(stack_name="web", template=template())
+        assert list(heat.stacks.list()) == []
+        server.close()

@@ -187,7 +187,7 @@ def distributed_rest_deployment(deployment: Deployment) -> Iterator[RestDeployme
     deployment.serve("--roles", "worker", "--workers", "2")
     deployment.wait_for("worker", 2)
     api = deployment.serve("--roles", "engine,observer", "--api", "127.0.0.1:0")
-    url = _wait_for_listening(api)
+    url = wait_for_listening(api)
     # The checks can only be the worker processes' work: the API's process has no share.
     assert sorted(roles for _, roles in deployment.services()) == [
         ("engine", "observer"),
@@ -210,7 +210,7 @@ def distributed_rest_deployment(deployment: Deployment) -> Iterator[RestDeployme
         serve.stop()
 
 
-def _wait_for_listening(api: Serve, timeout: float = 60.0) -> str:
+def wait_for_listening(api: Serve, timeout: float = 60.0) -> str:
     deadline = time.monotonic() + timeout
     while True:
         found = _LISTENING.search(api.log.read_text())

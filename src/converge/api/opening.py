@@ -20,7 +20,7 @@ from converge.engine import liveness
 from converge.engine.operations import SETTLED_TOPIC
 from converge.engine.runtime import Engine
 from converge.engine.settings import EngineSettings
-from converge.errors import StateError
+from converge.errors import StateError, Unavailable
 from converge.ports import Bus
 from converge.records import ServiceRecord
 from converge.resources.builtin import world
@@ -196,6 +196,20 @@ class OpeningMixin(ConvergeBase):
         """Connect to the broker now (nothing to do without one): ``Unavailable``, naming
         it, if it cannot be reached. A command over a broker asks before it starts work."""
         await self._ctx.bus.connect()
+
+    async def require_workers(self) -> None:
+        """``Unavailable`` when an operation started here would wait for a worker that does
+        not exist: this process has no worker role and no live process has it (an API
+        served by ``converge serve --roles engine`` while every worker is down). Nothing
+        is started then, as the CLI refuses over a broker."""
+        if "worker" in self.engine.roles:
+            return
+        if not await self.live_services("worker"):
+            raise Unavailable(
+                "no converge worker is alive: nothing would do the work, so nothing was "
+                "started. Start one (`converge serve`, or `converge serve --roles worker`) "
+                "over the same state and broker, and try again"
+            )
 
     async def live_services(self, role: str | None = None) -> list[ServiceRecord]:
         """The processes sharing this state that are alive (their heartbeat is fresher than

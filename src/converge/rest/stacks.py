@@ -176,6 +176,7 @@ async def create_stack(
             "converge flag only supported in stack update (or update preview) request."
         )
     name, template = _name_and_template(body)
+    await access.cv.require_workers()
     stack = await access.cv.create_stack(
         name,
         template,
@@ -384,6 +385,7 @@ async def _update(
         raise InvalidRequest("No template specified")
     if body.clear_parameters and not patch:
         raise InvalidRequest("clear_parameters is only supported in a PATCH update")
+    await cv.require_workers()
     await cv.update_stack(
         stack_id,
         template,
@@ -479,6 +481,7 @@ def _change_document(stack_name: str, change: PlannedChange) -> dict[str, Any]:
 @router.delete("/stacks/{stack_name}/{stack_id}", status_code=204, summary="Delete a stack")
 async def delete_stack(access: Writer, stack_name: str, stack_id: str) -> Response:
     await identified(access.cv, stack_name, stack_id, include_deleted=False)
+    await access.cv.require_workers()
     await access.cv.delete_stack(stack_id, wait=False)
     return Response(status_code=204)
 
@@ -548,6 +551,7 @@ async def stack_action(
             f"Stack {action}",
             " converge's resource types have no paused state; delete or update instead.",
         )
+    await access.cv.require_workers()
     if action == "check":
         await access.cv.check_stack(stack.id, wait=False)
     else:
