@@ -35,6 +35,7 @@ from converge.engine.failure import ActionFailed
 from converge.engine.inputs import ReportedData
 from converge.engine.nested import NestedStackService
 from converge.engine.operations import StackOperations
+from converge.engine.worker.base import WorkerBase, _Acting
 from converge.engine.worker.rows import (
     _IN_SYNC,
     _event,
@@ -81,7 +82,7 @@ class Observation:
     for_decision: Any
 
 
-class Worker:
+class Worker(WorkerBase):
     def __init__(self, ctx: EngineContext, operations: StackOperations) -> None:
         self.ctx = ctx
         self.operations = operations
@@ -951,37 +952,6 @@ class Worker:
             )
             return (needed - {ALL_ATTRIBUTES}) | frozenset(declared)
         return needed
-
-    def _acting(self, row_id: int, traversal: str) -> _Acting | None:
-        """Mark the row as this process's work (for ``traversal``) until ``_done``; None
-        when another action of this process holds it already (its claim may not be
-        visible in the row yet): that one goes on, this check stops."""
-        if row_id in self._active:
-            return None
-        acting = _Acting(row_id, traversal)
-        self._active[row_id] = acting
-        return acting
-
-    def _done(self, acting: _Acting) -> None:
-        """Unmark the row, unless a newer action of this process marked it since (a losing
-        claim must not unmark the winner's work)."""
-        if self._active.get(acting.row_id) is acting:
-            del self._active[acting.row_id]
-
-    def _is_held_elsewhere(self, row: ResourceRecord) -> bool:
-        if row.engine_id is None:
-            return False
-        if row.engine_id == self.ctx.engine_id:
-            return row.id in self._active
-        return row.engine_id in self.ctx.live_engines
-
-
-@dataclass(eq=False)
-class _Acting:
-    """One action of this process on a resource row (compared by identity)."""
-
-    row_id: int
-    traversal: str
 
 
 class _Replace(Exception):
