@@ -8,13 +8,11 @@ the work done and only re-announces it; a message for a superseded traversal is 
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import hashlib
 import logging
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from converge.core.decide import (
     MISSING,
@@ -35,7 +33,8 @@ from converge.engine.failure import ActionFailed
 from converge.engine.inputs import ReportedData
 from converge.engine.nested import NestedStackService
 from converge.engine.operations import StackOperations
-from converge.engine.worker.base import WorkerBase, _Acting
+from converge.engine.worker.base import _Acting
+from converge.engine.worker.plugin_calls import PluginCallsMixin, _Replace
 from converge.engine.worker.rows import (
     _IN_SYNC,
     _event,
@@ -58,18 +57,13 @@ from converge.engine.worker.rows import (
 from converge.errors import (
     ConvergeError,
     NotFound,
-    PermanentFailure,
-    ReplacementRequired,
-    RetryLater,
     TemplateError,
 )
 from converge.messages import CheckResource
 from converge.records import NewEvent, NewResource, Report, ResourceRecord, StackRecord
-from converge.resources.base import AppliedState, Outcome, ResourceContext, ResourcePlugin
+from converge.resources.base import AppliedState, Outcome, ResourcePlugin
 
 log = logging.getLogger("converge.engine.worker")
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -82,7 +76,7 @@ class Observation:
     for_decision: Any
 
 
-class Worker(WorkerBase):
+class Worker(PluginCallsMixin):
     def __init__(self, ctx: EngineContext, operations: StackOperations) -> None:
         self.ctx = ctx
         self.operations = operations
@@ -877,65 +871,6 @@ class Worker(WorkerBase):
             reason = (await self.ctx.hidden_values(template_id)).scrub(reason)
         return reason
 
-    async def _run(
-        self,
-        stack: StackRecord,
-        row: ResourceRecord,
-        call: Callable[..., Awaitable[T]],
-        *args: Any,
-    ) -> T:
-        """Run one plugin call under the deadline, mapping the plugin error contract."""
-        while True:
-            try:
-                async with asyncio.timeout(self._time_left(stack)):
-                    return await call(*args)
-            except ReplacementRequired as exc:
-                raise _Replace(str(exc) or "the plugin requires replacement") from exc
-            except RetryLater as exc:
-                left = self._time_left(stack)
-                if left is not None and left <= exc.delay:
-                    raise ActionFailed(
-                        f"Error: resources.{row.name}: {exc} (no time left to retry)"
-                    ) from exc
-                await self.ctx.clock.sleep(exc.delay)
-            except PermanentFailure as exc:
-                raise ActionFailed(exc.reason(row.name)) from exc
-            except TimeoutError as exc:
-                raise ActionFailed(f"Error: resources.{row.name}: Timed out") from exc
-            except Exception as exc:
-                log.exception("plugin bug", extra={"resource": row.name, "type": row.type})
-                raise ActionFailed(f"{type(exc).__name__}: resources.{row.name}: {exc}") from exc
-
-    def _time_left(self, stack: StackRecord) -> float | None:
-        limits = []
-        if stack.deadline is not None:
-            limits.append(stack.deadline - self.ctx.clock.now())
-        if self.ctx.settings.action_timeout is not None:
-            limits.append(self.ctx.settings.action_timeout)
-        return max(0.0, min(limits)) if limits else None
-
-    def _context(self, stack: StackRecord, row: ResourceRecord) -> ResourceContext:
-        short = hashlib.sha256(f"{stack.id}:{row.id}".encode()).hexdigest()[:8]
-        deadline = None
-        left = self._time_left(stack)
-        if left is not None:
-            deadline = self.ctx.clock.now() + left
-        return ResourceContext(
-            stack_id=stack.id,
-            stack_name=stack.name,
-            resource_name=row.name,
-            physical_name=f"{stack.name}-{row.name}-{short}",
-            clock=self.ctx.clock,
-            deadline=deadline,
-            logger=logging.LoggerAdapter(
-                logging.getLogger("converge.resource"), {"stack": stack.name, "resource": row.name}
-            ),
-            allowed_roots=self.ctx.settings.allowed_roots,
-            settings=self.ctx.settings.plugin_settings,
-            nested=self.nested,
-            converge=stack.converge,
-        )
-
     def _needed_attributes(
         self,
         needed_by_name: Mapping[str, frozenset[str]],
@@ -952,10 +887,6 @@ class Worker(WorkerBase):
             )
             return (needed - {ALL_ATTRIBUTES}) | frozenset(declared)
         return needed
-
-
-class _Replace(Exception):
-    pass
 
 
 # Imported from here by other modules, from before the worker was split by concept.
