@@ -9,9 +9,7 @@ the work done and only re-announces it; a message for a superseded traversal is 
 from __future__ import annotations
 
 import dataclasses
-import logging
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 from converge.core.decide import (
@@ -22,7 +20,7 @@ from converge.core.decide import (
     decide_converging,
     restriction,
 )
-from converge.core.drift import Drift, DriftStatus, compare
+from converge.core.drift import Drift, DriftStatus
 from converge.core.states import Action, Status, check_resource_transition
 from converge.core.template import ALL_ATTRIBUTES, ResourceDefinition
 from converge.core.traversal import GraphNode, TraversalGraph
@@ -34,11 +32,11 @@ from converge.engine.inputs import ReportedData
 from converge.engine.nested import NestedStackService
 from converge.engine.operations import StackOperations
 from converge.engine.worker.base import _Acting
+from converge.engine.worker.observing import Observation, ObservingMixin
 from converge.engine.worker.plugin_calls import _Replace
 from converge.engine.worker.rows import (
     _IN_SYNC,
     _event,
-    _hidden_properties,
     _hook_marker,
     _is_cleared,
     _is_known_to,
@@ -58,20 +56,8 @@ from converge.messages import CheckResource
 from converge.records import NewResource, Report, ResourceRecord, StackRecord
 from converge.resources.base import AppliedState, Outcome, ResourcePlugin
 
-log = logging.getLogger("converge.engine.worker")
 
-
-@dataclass(frozen=True)
-class Observation:
-    """A resource's observed reality, three ways."""
-
-    essence: Mapping[str, Any] | None  # hashable core of reality; None: gone
-    drift: Drift
-    # What ``decide_update`` compares: live properties, None (gone) or MISSING (in sync).
-    for_decision: Any
-
-
-class Worker(StepsMixin):
+class Worker(StepsMixin, ObservingMixin):
     def __init__(self, ctx: EngineContext, operations: StackOperations) -> None:
         self.ctx = ctx
         self.operations = operations
@@ -248,27 +234,6 @@ class Worker(StepsMixin):
             drift_checked=drift is not None,
         )
 
-    async def every_attribute(
-        self, stack: StackRecord, row: ResourceRecord, declared: Collection[str]
-    ) -> dict[str, Any]:
-        """Every ``declared`` attribute of the resource, resolved (Heat's resource show):
-        those a template asked for are cached on the row, the rest asked of the plugin. An
-        attribute the plugin cannot give now is left out."""
-        attributes = dict(row.attr_data)
-        missing = set(declared) - set(attributes)
-        if not missing or row.physical_resource_id is None or row.type not in self.ctx.registry:
-            return attributes
-        plugin = self.ctx.registry.plugin(row.type)
-        try:
-            ctx = self._context(stack, row)
-            fetched = await self._run(
-                stack, row, plugin.attributes, ctx, applied_state(row), missing
-            )
-        except (ActionFailed, _Replace) as exc:
-            log.info("attributes not available", extra={"resource": row.name, "error": str(exc)})
-            return attributes
-        return {**attributes, **_jsonable(fetched)}
-
     async def _preempt(self, stack: StackRecord, row: ResourceRecord) -> None:
         """A newer traversal finds the resource still busy with an older one. A resource
         whose real thing is a nested stack cancels that stack's operation (Heat's
@@ -282,55 +247,6 @@ class Worker(StepsMixin):
         if not self.ctx.registry.plugin(row.type).converges_inside:
             return
         await self.nested.preempt(self._context(stack, row), row.physical_resource_id)
-
-    async def observe_drift(self, stack: StackRecord, row: ResourceRecord) -> Observation:
-        """Observe a resource's reality: its essence, its drift, and what decisions compare.
-
-        Raises ``ActionFailed`` when the plugin cannot say (error or timeout).
-        """
-        plugin = self.ctx.registry.plugin(row.type)
-        try:
-            live = await self._run(
-                stack, row, plugin.observe, self._context(stack, row), applied_state(row)
-            )
-        except _Replace as exc:
-            raise ActionFailed(f"Error: resources.{row.name}: {exc}") from exc
-        except ActionFailed as failed:
-            raise ActionFailed(f"{failed.reason} (while observing its reality)") from failed
-        essence = None if live is None else dict(plugin.essence(live))
-        hidden_values = await self.ctx.hidden_values(row.current_template_id)
-        drift = compare(
-            plugin.essence(row.properties_data),
-            essence,
-            _hidden_properties(plugin),
-            hidden_values.conceals,
-        )
-        if drift.status == DriftStatus.IN_SYNC:
-            return Observation(essence, drift, MISSING)  # decide as without reality
-        if live is None:
-            return Observation(None, drift, None)
-        # The decision compares properties with properties: the live values of the
-        # properties the type declares (the essence may hold derived fields instead).
-        observed = {
-            key: value
-            for key, value in live.items()
-            if plugin.open_properties or key in plugin.properties_schema
-        }
-        return Observation(essence, drift, observed)
-
-    async def _drift_of(self, stack: StackRecord, row: ResourceRecord) -> Drift:
-        return (await self.observe_drift(stack, row)).drift
-
-    def _observes(self, stack: StackRecord, row: ResourceRecord, desired_type: str) -> bool:
-        """Does this traversal compare this resource with its observed reality?"""
-        if not (stack.converge or self.ctx.settings.observe_on_update):
-            return False
-        if stack.converge_names is not None and row.name not in stack.converge_names:
-            return False  # a heal observes only the drifted resources
-        if row.action == Action.INIT or row.physical_resource_id is None:
-            return False  # nothing real yet
-        # Failed, interrupted or retyped: the usual rules decide.
-        return row.status == Status.COMPLETE and row.type == desired_type
 
     async def _act(
         self,
@@ -698,4 +614,4 @@ class Worker(StepsMixin):
 
 
 # Imported from here by other modules, from before the worker was split by concept.
-__all__ = ["ActionFailed", "Outcome", "Worker", "resource_state", "template_changed"]
+__all__ = ["ActionFailed", "Observation", "Outcome", "Worker", "resource_state", "template_changed"]
