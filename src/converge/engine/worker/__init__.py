@@ -34,12 +34,12 @@ from converge.engine.operations import StackOperations
 from converge.engine.worker.base import _Acting
 from converge.engine.worker.observing import Observation, ObservingMixin
 from converge.engine.worker.plugin_calls import _Replace
+from converge.engine.worker.replacements import ReplacementsMixin
 from converge.engine.worker.rows import (
     _IN_SYNC,
     _event,
     _hook_marker,
     _is_cleared,
-    _is_known_to,
     _is_left_alone_by_heal,
     _is_paused,
     _jsonable,
@@ -53,11 +53,11 @@ from converge.engine.worker.rows import (
 from converge.engine.worker.steps import StepsMixin
 from converge.errors import ConvergeError, TemplateError
 from converge.messages import CheckResource
-from converge.records import NewResource, Report, ResourceRecord, StackRecord
+from converge.records import Report, ResourceRecord, StackRecord
 from converge.resources.base import AppliedState, Outcome, ResourcePlugin
 
 
-class Worker(StepsMixin, ObservingMixin):
+class Worker(StepsMixin, ObservingMixin, ReplacementsMixin):
     def __init__(self, ctx: EngineContext, operations: StackOperations) -> None:
         self.ctx = ctx
         self.operations = operations
@@ -411,61 +411,6 @@ class Worker(StepsMixin, ObservingMixin):
         await self._finish(
             stack, graph, node, _with(target, changes), target.atomic_key, changes=changes
         )
-
-    async def _make_replacement(
-        self,
-        stack: StackRecord,
-        old: ResourceRecord,
-        resource: ResourceDefinition,
-        decision: Decision,
-    ) -> ResourceRecord | None:
-        made = await self.ctx.store.add_replacement(
-            old,
-            NewResource(
-                name=old.name,
-                type=resource.implementation_type,
-                deletion_policy=resource.deletion_policy,
-                replaces=old.id,
-                host=old.host,  # made where the old one lives, by a worker of that host
-            ),
-            {},
-        )
-        if made is None:
-            return None
-        _updated_old, replacement = made
-        await self.ctx.store.add_events(
-            stack.id,
-            [
-                # As Heat marks it: the old resource's update is done, by replacement.
-                _event(
-                    old,
-                    Action.UPDATE,
-                    Status.COMPLETE,
-                    f"The Resource {old.name} requires replacement: {decision.reason}",
-                    old.physical_resource_id,
-                )
-            ],
-        )
-        return replacement
-
-    async def _replacements_since(
-        self, graph: TraversalGraph, row: ResourceRecord
-    ) -> list[ResourceRecord]:
-        """The replacements of ``row`` made since ``graph`` was built, oldest first: the
-        chain of ``replaced_by`` through rows the graph does not know."""
-        chain: list[ResourceRecord] = []
-        seen = {row.id}
-        current = row
-        while current.replaced_by is not None and current.replaced_by not in seen:
-            if _is_known_to(graph, current.replaced_by):
-                break
-            replacement = await self.ctx.store.get_resource(current.replaced_by)
-            if replacement is None:
-                break
-            chain.append(replacement)
-            seen.add(replacement.id)
-            current = replacement
-        return chain
 
     # --- cleanup phase -----------------------------------------------------------------
 
