@@ -8,35 +8,24 @@ the work done and only re-announces it; a message for a superseded traversal is 
 
 from __future__ import annotations
 
-import dataclasses
-
-from converge.core.decide import Change, Decision, decide_cleanup
 from converge.core.states import Action, Status
-from converge.core.traversal import GraphNode, TraversalGraph
+from converge.core.traversal import GraphNode
 from converge.engine import host_binding
 from converge.engine.check import ResourceChecker
-from converge.engine.context import EngineContext, applied_state
+from converge.engine.context import EngineContext
 from converge.engine.failure import ActionFailed
 from converge.engine.nested import NestedStackService
 from converge.engine.operations import StackOperations
 from converge.engine.worker.base import _Acting
+from converge.engine.worker.cleanup_phase import CleanupPhaseMixin
 from converge.engine.worker.observing import Observation
-from converge.engine.worker.rows import (
-    _event,
-    _is_cleared,
-    _is_paused,
-    _nothing_real,
-    resource_state,
-    template_changed,
-)
+from converge.engine.worker.rows import resource_state, template_changed
 from converge.engine.worker.update_phase import UpdatePhaseMixin
-from converge.errors import ConvergeError
 from converge.messages import CheckResource
-from converge.records import ResourceRecord, StackRecord
 from converge.resources.base import Outcome
 
 
-class Worker(UpdatePhaseMixin):
+class Worker(UpdatePhaseMixin, CleanupPhaseMixin):
     def __init__(self, ctx: EngineContext, operations: StackOperations) -> None:
         self.ctx = ctx
         self.operations = operations
@@ -86,134 +75,6 @@ class Worker(UpdatePhaseMixin):
             await self._update_phase(stack, graph, node, row, reports)
         else:
             await self._cleanup_phase(stack, graph, node, row)
-
-    # --- cleanup phase -----------------------------------------------------------------
-
-    async def _cleanup_phase(
-        self, stack: StackRecord, graph: TraversalGraph, node: GraphNode, row: ResourceRecord
-    ) -> None:
-        if self._is_held_elsewhere(row) or _is_paused(row, stack.current_traversal):
-            return
-        is_current = GraphNode(row.id, True) in graph and row.replaced_by is None
-        decision = self._cleanup_decision(stack, row, is_current=is_current)
-        if decision.change == Change.NOTHING:
-            await self._finish(stack, graph, node, None, None)
-            return
-        if decision.change == Change.DELETE and not _nothing_real(row):
-            assert stack.raw_template_id is not None
-            definition = await self.ctx.definitions.get(stack.raw_template_id)
-            hook, traversal = "pre-delete", stack.current_traversal
-            if hook in definition.hooks_for(row.name) and not _is_cleared(row, traversal, hook):
-                await self._pause(stack, node, row, "pre-delete", Action.DELETE)
-                return
-        # A replacement made since the graph was built and replaced again in it (the
-        # superseded traversal made it, this one replaced it) has no node of its own: it
-        # goes with the row it replaced, or it would outlive the traversal.
-        for passed_over in await self._replacements_since(graph, row):
-            if passed_over.replaced_by is None:
-                continue  # the replacement that stands for the resource now
-            if self._is_held_elsewhere(passed_over):
-                return  # its action ends with a retrigger of this traversal
-            goes = self._cleanup_decision(stack, passed_over, is_current=False)
-            if not await self._remove(stack, graph, node, passed_over, goes, report=False):
-                return
-        await self._remove(stack, graph, node, row, decision, report=True)
-
-    def _cleanup_decision(
-        self, stack: StackRecord, row: ResourceRecord, *, is_current: bool
-    ) -> Decision:
-        return decide_cleanup(
-            is_current,
-            row.deletion_policy,
-            replaced=row.replaced_by is not None,
-            stack_deleted=stack.action == Action.DELETE,
-        )
-
-    async def _remove(
-        self,
-        stack: StackRecord,
-        graph: TraversalGraph,
-        node: GraphNode,
-        row: ResourceRecord,
-        decision: Decision,
-        *,
-        report: bool,
-    ) -> bool:
-        """Delete (or, by its deletion policy, retain) the real thing, then drop the row;
-        ``report``: this ends ``node``. False when it did not happen (held, failed)."""
-        nothing_real = _nothing_real(row)
-        if decision.change == Change.RETAIN or nothing_real:
-            events = []
-            if not nothing_real:
-                events.append(
-                    _event(
-                        row,
-                        Action.DELETE,
-                        Status.COMPLETE,
-                        decision.reason,
-                        row.physical_resource_id,
-                    )
-                )
-            return await self._finish(
-                stack, graph, node, row, row.atomic_key, delete=True, events=events, report=report
-            )
-        plugin = await self._plugin_or_fail(stack, row, row.type, Action.DELETE)
-        if plugin is None:
-            return False
-        acting = self._acting(row.id, stack.current_traversal)  # before the claim is visible
-        if acting is None:
-            return False
-        try:
-            claimed = await self._claim(stack, row, Action.DELETE, decision.reason)
-        except BaseException:
-            self._done(acting)  # a claim the database cut short must not mark it forever
-            raise
-        if claimed is None:
-            self._done(acting)
-            return False
-        try:
-            ctx = dataclasses.replace(
-                self._context(stack, claimed),
-                deletion_policy=await self._stated_deletion_policy(claimed),
-            )
-            await self._run(stack, claimed, plugin.delete, ctx, applied_state(claimed))
-        except ActionFailed as failed:
-            await self._fail_resource(stack, claimed, Action.DELETE, failed.reason)
-            return False
-        finally:
-            self._done(acting)
-        return await self._finish(
-            stack,
-            graph,
-            node,
-            claimed,
-            claimed.atomic_key,
-            delete=True,
-            events=[
-                _event(
-                    claimed,
-                    Action.DELETE,
-                    Status.COMPLETE,
-                    "state changed",
-                    claimed.physical_resource_id,
-                )
-            ],
-            report=report,
-        )
-
-    async def _stated_deletion_policy(self, row: ResourceRecord) -> str | None:
-        """The deletion_policy the template that last converged ``row`` wrote out; None when
-        it left the default (or that template cannot be read: the safe answer)."""
-        if row.current_template_id is None:
-            return None
-        try:
-            definition = await self.ctx.definitions.get(row.current_template_id)
-        except ConvergeError:
-            return None
-        resource = definition.resources.get(row.name)
-        if resource is None or not resource.deletion_policy_stated:
-            return None
-        return resource.deletion_policy
 
 
 # Imported from here by other modules, from before the worker was split by concept.
