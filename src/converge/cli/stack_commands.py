@@ -12,18 +12,18 @@ import json
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 import yaml
 
 from converge.cli import output, planfile
 from converge.cli.boundary import EXIT_FAILED, EXIT_OK, Session, run_command
-from converge.cli.inputs import Inputs, embedded_settings, parse_parameters, read_inputs
+from converge.cli.inputs import Inputs, embedded_settings, read_inputs
 from converge.cli.progress import Display, LineDisplay, LiveDisplay, Outcome, QuietDisplay, follow
 from converge.cli.remote import RemoteConverge, follow_remote, remote_settings
+from converge.cli.stack_options import _stack_name, common_options, template_options
 from converge.cli.target import (
-    broker_options,
     current_broker,
     is_database_url,
     open_state,
@@ -36,87 +36,8 @@ from converge.errors import ConvergeError, NotFound
 if TYPE_CHECKING:
     from converge.api import Converge
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-DEFAULT_STATE = "converge.db"
 # plan --detailed-exitcode: something would change (as terraform's)
 EXIT_CHANGES = 2
-
-
-# --- options every command shares ---------------------------------------------------------
-
-
-def common_options(function: F) -> F:
-    """``--state``, ``--broker``, ``-f/--format``, ``--debug`` and ``--log-json``."""
-    decorators = [
-        click.option(
-            "--state",
-            envvar="CONVERGE_STATE",
-            default=DEFAULT_STATE,
-            show_default=True,
-            metavar="PATH|URL",
-            help="The SQLite file holding the stacks, or a database URL "
-            "(postgresql://USER@HOST/DB) shared by several processes (env CONVERGE_STATE).",
-        ),
-        broker_options,
-        output.format_option,
-        click.option(
-            "--debug",
-            envvar="CONVERGE_DEBUG",
-            is_flag=True,
-            help="Log everything, with tracebacks, to stderr (env CONVERGE_DEBUG=1).",
-        ),
-        click.option(
-            "--log-json",
-            envvar="CONVERGE_LOG_JSON",
-            is_flag=True,
-            help="Write logs as JSON lines to stderr (env CONVERGE_LOG_JSON=1).",
-        ),
-    ]
-    for decorator in reversed(decorators):
-        function = decorator(function)
-    return function
-
-
-def template_options(function: F) -> F:
-    """``-e ENV``, ``-P key=value`` and ``--name`` (apply and plan)."""
-    decorators = [
-        click.option(
-            "-e",
-            "--environment",
-            "environments",
-            multiple=True,
-            type=click.Path(dir_okay=False),
-            help="An environment file; repeat to merge several (later ones win).",
-        ),
-        click.option(
-            "-P",
-            "--parameter",
-            "parameters",
-            multiple=True,
-            callback=_check_parameters,
-            metavar="KEY=VALUE",
-            help="A template parameter; repeat for more (the last value of a key wins).",
-        ),
-        click.option("--name", help="The stack name (default: the template file's stem)."),
-    ]
-    for decorator in reversed(decorators):
-        function = decorator(function)
-    return function
-
-
-def _check_parameters(
-    ctx: click.Context, param: click.Parameter, value: Sequence[str]
-) -> tuple[str, ...]:
-    try:
-        parse_parameters(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
-    return tuple(value)
-
-
-def _stack_name(name: str | None, template: str) -> str:
-    return name if name is not None else Path(template).stem
 
 
 @asynccontextmanager
@@ -755,4 +676,5 @@ def register(group: click.Group) -> None:
         group.add_command(command)
 
 
-__all__ = ["COMMANDS", "register"]
+# common_options and embedded_settings: imported from here by the other command modules.
+__all__ = ["COMMANDS", "common_options", "embedded_settings", "register"]
