@@ -4,6 +4,11 @@ Loads what it needs, asks the pure decision what must happen, runs the plugin ac
 the operation's deadline, stores the result and reports it through the successors' sync
 points, all in short transactions. Every step is safe to repeat: a duplicate message finds
 the work done and only re-announces it; a message for a superseded traversal is dropped.
+
+``Worker`` is the entry (``check``) over one mixin per concept, on ``WorkerBase``
+(``base.py``): ``update_phase.py``, ``cleanup_phase.py``, ``replacements.py``,
+``observing.py``, ``steps.py`` (what both phases do) and ``plugin_calls.py``; ``rows.py``
+holds what the worker reads from and writes to a row. This module composes the worker.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from converge.resources.base import Outcome
 
 
 class Worker(UpdatePhaseMixin, CleanupPhaseMixin):
+    """Checks one graph node at a time: the update or cleanup phase of a resource."""
+
     def __init__(self, ctx: EngineContext, operations: StackOperations) -> None:
         self.ctx = ctx
         self.operations = operations
