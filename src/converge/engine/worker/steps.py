@@ -1,0 +1,206 @@
+"""The steps both phases of a check take: find the plugin (or fail the resource), claim a
+row for this engine, pause it on a hook, finish a node (store its result and report it to
+its successors), hand work finished for a superseded traversal to the current one, and fail
+a resource (with the stack's hidden values masked in its reason)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from converge.core.states import Action, Status, check_resource_transition
+from converge.core.traversal import STACK_NODE, GraphNode, TraversalGraph
+from converge.engine.worker.plugin_calls import PluginCallsMixin
+from converge.engine.worker.rows import _event, _hook_marker, _jsonable_value, _kept_after_delete
+from converge.errors import NotFound
+from converge.records import NewEvent, ResourceRecord, StackRecord
+from converge.resources.base import ResourcePlugin
+
+
+class StepsMixin(PluginCallsMixin):
+    """The steps shared by the update and the cleanup phase."""
+
+    async def _plugin_or_fail(
+        self, stack: StackRecord, row: ResourceRecord, type_name: str, action: Action
+    ) -> ResourcePlugin | None:
+        """The type's plugin; a type this engine does not know fails the resource (retrying
+        would not help: another process's configuration made the stack)."""
+        try:
+            return self.ctx.registry.plugin(type_name)
+        except NotFound as exc:
+            reason = f"Error: resources.{row.name}: {exc}: this engine cannot act on it"
+            # Started, then failed: the transition table has no shortcut.
+            claimed = await self._claim(stack, row, action, reason)
+            if claimed is not None:
+                await self._fail_resource(stack, claimed, action, reason)
+            return None
+
+    async def _claim(
+        self,
+        stack: StackRecord,
+        row: ResourceRecord,
+        action: Action,
+        reason: str,
+        *,
+        intent: Mapping[str, Any] | None = None,
+    ) -> ResourceRecord | None:
+        """Take the row for this engine (compare-and-swap) and mark the action started;
+        ``intent`` holds columns to store with the claim (a create's properties, requires)."""
+        check_resource_transition(row.name, (row.action, row.status), (action, Status.IN_PROGRESS))
+        changes: dict[str, Any] = {
+            "engine_id": self.ctx.engine_id,
+            "action": action,
+            "status": Status.IN_PROGRESS,
+            "status_reason": reason,
+            "hook_pending": None,
+        }
+        if intent is not None:
+            changes.update(intent)
+        return await self.ctx.store.update_resource(
+            row.id,
+            row.atomic_key,
+            changes,
+            events=[_event(row, action, Status.IN_PROGRESS, reason, row.physical_resource_id)],
+            stack_id=stack.id,
+            current=row,
+        )
+
+    async def _pause(
+        self, stack: StackRecord, node: GraphNode, row: ResourceRecord, hook: str, action: Action
+    ) -> None:
+        await self.ctx.store.update_resource(
+            row.id,
+            row.atomic_key,
+            {"hook_pending": _hook_marker(hook, stack.current_traversal, node)},
+            events=[
+                _event(
+                    row,
+                    action if row.action != Action.INIT else Action.INIT,
+                    Status.COMPLETE if row.action == Action.INIT else row.status,
+                    f"{action} paused until Hook {hook} is cleared",
+                    row.physical_resource_id,
+                )
+            ],
+            stack_id=stack.id,
+        )
+
+    async def _finish(
+        self,
+        stack: StackRecord,
+        graph: TraversalGraph,
+        node: GraphNode,
+        row: ResourceRecord | None,
+        expected_key: int | None,
+        *,
+        changes: Mapping[str, Any] | None = None,
+        delete: bool = False,
+        events: list[NewEvent] | None = None,
+        report: bool = True,
+        to_stack: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Store the node's result and report it; False when the row changed under us.
+        ``to_stack``: what the node tells the stack's sync point (a CHECK's findings)."""
+        traversal = stack.current_traversal
+        successors = graph.successors_of(node) if report else []
+        payload = self._report_payload(row) if node.is_update and row is not None else {}
+        reports = {
+            successor: (
+                dict(to_stack or {})
+                if successor == STACK_NODE
+                else payload
+                if successor.is_update
+                else {}
+            )
+            for successor in successors
+        }
+        expected = {successor: len(graph.predecessors_of(successor)) for successor in successors}
+        stored, ready, current = await self.ctx.store.finish_node(
+            stack.id,
+            traversal,
+            node,
+            resource_id=row.id if row is not None else None,
+            expected_key=expected_key,
+            changes=changes,
+            delete_resource=delete,
+            events=events or [],
+            reports=reports,
+            expected_counts=expected,
+            kept_if_superseded=_kept_after_delete(row) if delete and row is not None else None,
+        )
+        if not stored:
+            return False
+        if current != traversal:
+            ids = {node.resource_id} | ({row.id} if row is not None else set())
+            await self.retrigger(stack.id, current, ids)
+            return True
+        for successor in ready:
+            if successor == STACK_NODE:
+                await self.operations.complete_traversal(stack.id, traversal)
+            else:
+                await self.ctx.send_check(stack.id, traversal, successor)
+        return True
+
+    def _report_payload(self, row: ResourceRecord) -> dict[str, Any]:
+        return {
+            "name": row.name,
+            "resource_id": row.id,
+            "reference_id": _jsonable_value(self.ctx.reference_id(row)),
+            "attributes": dict(row.attr_data),
+        }
+
+    async def retrigger(self, stack_id: str, traversal_id: str, resource_ids: set[int]) -> None:
+        """After finishing work for a superseded traversal, hand it to the current one."""
+        if not traversal_id:
+            return
+        graph = await self.ctx.graph(stack_id, traversal_id)
+        if graph is None:
+            return
+        for resource_id in sorted(resource_ids):
+            for is_update in (True, False):
+                node = GraphNode(resource_id, is_update)
+                if node not in graph:
+                    continue
+                received = await self.ctx.store.count_reports(traversal_id, node)
+                if received >= len(graph.predecessors_of(node)):
+                    await self.ctx.send_check(stack_id, traversal_id, node)
+
+    async def _fail_resource(
+        self, stack: StackRecord, row: ResourceRecord, action: Action, reason: str
+    ) -> None:
+        check_resource_transition(row.name, (row.action, row.status), (action, Status.FAILED))
+        reason = await self._without_hidden_values(stack, row, reason)
+        failed = await self.ctx.store.update_resource(
+            row.id,
+            row.atomic_key,
+            {
+                "action": action,
+                "status": Status.FAILED,
+                "status_reason": reason,
+                "engine_id": None,
+            },
+            events=[_event(row, action, Status.FAILED, reason, row.physical_resource_id)],
+            stack_id=stack.id,
+        )
+        if failed is None:
+            return
+        # Past the stack's deadline the operation failed because it timed out, whichever
+        # of the deadline timer and this resource's own timeout fired first.
+        timed_out = stack.deadline is not None and self.ctx.clock.now() >= stack.deadline
+        await self.operations.fail_traversal(
+            stack.id,
+            stack.current_traversal,
+            "Timed out" if timed_out else f"Resource {action} failed: {reason}",
+        )
+        current = await self.ctx.store.get_stack(stack.id)
+        if current.current_traversal not in ("", stack.current_traversal):
+            await self.retrigger(stack.id, current.current_traversal, {row.id})
+
+    async def _without_hidden_values(
+        self, stack: StackRecord, row: ResourceRecord, reason: str
+    ) -> str:
+        """A failure's reason with the stack's hidden parameter values masked: a plugin's
+        message may quote a value that came from one (a role name, a path)."""
+        ids = {stack.raw_template_id, row.current_template_id}
+        for template_id in sorted(i for i in ids if i is not None):
+            reason = (await self.ctx.hidden_values(template_id)).scrub(reason)
+        return reason
