@@ -14,8 +14,9 @@ from collections.abc import Collection
 from typing import Any
 
 from converge.core import shard
+from converge.core.stall import StallWatch
 from converge.core.states import Status
-from converge.core.traversal import STACK_NODE, GraphNode
+from converge.core.traversal import STACK_NODE, GraphNode, TraversalGraph
 from converge.engine import liveness
 from converge.engine.clock import SystemClock
 from converge.engine.context import EngineContext
@@ -80,7 +81,7 @@ class Engine:
         self._semaphore = asyncio.Semaphore(self.ctx.settings.max_concurrent_checks)
         self._checks: set[asyncio.Task[None]] = set()
         self._loops: list[asyncio.Task[None]] = []
-        self._last_pending: set[tuple[str, GraphNode]] = set()
+        self._progress = StallWatch(self.ctx.settings.sweep_patience)
         # Work the sweeper found stuck and pushed on (a node re-sent, a finished traversal
         # completed): each one is a trigger the edge-triggered path lost. Zero in a healthy
         # run; tests assert it, operators can watch it.
@@ -238,20 +239,20 @@ class Engine:
     # --- level-triggered safety net ----------------------------------------------------
 
     async def sweep(self) -> None:
-        """Re-send ready nodes that no worker holds; time out overdue operations.
+        """Re-send the ready work of stalled traversals; time out overdue operations.
 
         Each live engine sweeps only the stacks that hash to it (``core.shard`` over the
         live engines), so N engines do not re-send the same work N times; when one dies,
-        its stacks hash to the survivors once its heartbeat is stale. A node is re-sent
-        only when it was found pending by two sweeps in a row, so work merely queued is not
-        duplicated (duplicates would be harmless, only wasteful), and never while its row
-        is claimed by a live engine (a long action is running there); a traversal whose
-        sinks have all reported is likewise completed on the second sweep that finds it
-        open, leaving its last worker the time to complete it.
+        its stacks hash to the survivors once its heartbeat is stale. A traversal's ready
+        nodes are re-sent only once it has stalled (``core.stall``: no new report for
+        ``sweep_patience`` sweeps in a row), so work merely queued on the broker behind
+        the rest of a moving traversal is not duplicated, and never a node whose row is
+        claimed by a live engine (a long action is running there); a traversal whose
+        sinks have all reported is completed on the second sweep that finds it open and
+        quiet, leaving its last worker the time to complete it.
         """
         if self.engine_id not in self.sweepers:
             return  # a process without the engine role has no share
-        pending_now: set[tuple[str, GraphNode]] = set()
         stacks = await self.ctx.store.list_stacks(None)
         for stack in stacks:
             if stack.status != Status.IN_PROGRESS or not stack.current_traversal:
@@ -266,26 +267,35 @@ class Engine:
             if graph is None:
                 continue
             done = await self.ctx.store.reported_senders(traversal)
+            self._progress.observe(traversal, len(done))
             if all(sink in done for sink in graph.sinks()):
-                key = (traversal, STACK_NODE)
-                pending_now.add(key)
-                if key in self._last_pending:
+                if self._progress.quiet(traversal):
                     self._rescued(stack, STACK_NODE)
                     await self.operations.complete_traversal(stack.id, traversal)
                 continue
-            for node in graph.nodes:
-                if node in done or node == STACK_NODE:
-                    continue
-                if not graph.predecessors_of(node) <= done:
-                    continue
-                key = (traversal, node)
-                if key in self.ctx.inflight:
-                    continue
-                pending_now.add(key)
-                if key in self._last_pending and not await self._claimed_elsewhere(node):
-                    self._rescued(stack, node)
-                    await self.ctx.send_check(stack.id, traversal, node)
-        self._last_pending = pending_now
+            if self._progress.stalled(traversal) and await self._resend_ready(
+                stack, traversal, graph, done
+            ):
+                self._progress.resent(traversal)
+        self._progress.forget_others()
+
+    async def _resend_ready(
+        self, stack: StackRecord, traversal: str, graph: TraversalGraph, done: set[GraphNode]
+    ) -> bool:
+        """Send again the ready nodes of a stalled traversal that no live process holds;
+        whether there was any."""
+        resent = False
+        for node in graph.nodes:
+            if node in done or node == STACK_NODE:
+                continue
+            if not graph.predecessors_of(node) <= done:
+                continue
+            if (traversal, node) in self.ctx.inflight or await self._claimed_elsewhere(node):
+                continue
+            self._rescued(stack, node)
+            await self.ctx.send_check(stack.id, traversal, node)
+            resent = True
+        return resent
 
     async def _claimed_elsewhere(self, node: GraphNode) -> bool:
         """Whether another live engine holds the node's row: it is acting on it."""

@@ -14,6 +14,9 @@ from converge.core.heal import HealPolicy
 class EngineSettings:
     # How often each engine looks for ready work that no worker holds (lost messages).
     sweep_interval: float = 2.0
+    # Sweeps in a row that must find a traversal without a new report before its ready
+    # work counts as lost and is sent again (``core.stall``; doubled after each re-send).
+    sweep_patience: int = 2
     # Heartbeat of this engine in the service table; a claim held by an engine whose
     # heartbeat is older than ``engine_stale_after`` is stolen.
     heartbeat_interval: float = 5.0
