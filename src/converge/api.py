@@ -169,7 +169,7 @@ class Converge:
                 world.SETTING: str(world.world_path_for(state)),
             }
             settings = dataclasses.replace(settings, plugin_settings=plugin_settings)
-        bus = _bus(broker_url, broker_namespace, roles, read_only=read_only, host=settings.host)
+        bus = _bus(broker_url, broker_namespace, roles, read_only=read_only, settings=settings)
         store = SqlStore.open_file(state, read_only=read_only)
         async with cls._over(
             store, settings, registry, start=not read_only, bus=bus, roles=roles
@@ -198,8 +198,13 @@ class Converge:
         checks to the worker processes. ``read_only=True`` runs no engine at all (reading
         calls only), as for ``embedded``.
         """
-        host = settings.host if settings is not None else None
-        bus = _bus(broker_url, broker_namespace, roles, read_only=read_only, host=host)
+        bus = _bus(
+            broker_url,
+            broker_namespace,
+            roles,
+            read_only=read_only,
+            settings=settings or EngineSettings(),
+        )
         store = SqlStore.open(database_url)
         async with cls._over(
             store, settings, registry, start=not read_only, bus=bus, roles=roles
@@ -1147,12 +1152,12 @@ def _bus(
     roles: Collection[str],
     *,
     read_only: bool,
-    host: str | None = None,
+    settings: EngineSettings,
 ) -> Bus:
-    """The in-process bus, or RabbitMQ's when a broker is given (``host``: this machine's
-    name for work bound to a host, by default its host name)."""
+    """The in-process bus, or RabbitMQ's when a broker is given (``settings.host``: this
+    machine's name for work bound to a host, by default its host name)."""
     if broker_url is not None:
-        return _amqp_bus(broker_url, namespace, host)
+        return _amqp_bus(broker_url, namespace, settings)
     if not read_only and "worker" not in roles:
         raise InvalidRequest(
             "without a broker the work is done in this process: it needs the worker role"
@@ -1160,7 +1165,7 @@ def _bus(
     return LocalBus()
 
 
-def _amqp_bus(url: str, namespace: str, host: str | None) -> Bus:
+def _amqp_bus(url: str, namespace: str, settings: EngineSettings) -> Bus:
     """The RabbitMQ bus; aio-pika is an optional dependency (the ``rabbitmq`` extra)."""
     try:
         from converge.adapters.amqp_bus import AmqpBus
@@ -1168,4 +1173,8 @@ def _amqp_bus(url: str, namespace: str, host: str | None) -> Bus:
         raise InvalidRequest(
             f"a broker URL needs the RabbitMQ bus: pip install 'converge[rabbitmq]' ({exc})"
         ) from exc
-    return AmqpBus(url, namespace=namespace, host=host)
+    # A worker takes from the broker as many checks as it runs at once: most wait on I/O,
+    # so a smaller prefetch leaves the process idle while the queue is full.
+    return AmqpBus(
+        url, namespace=namespace, host=settings.host, prefetch=settings.max_concurrent_checks
+    )

@@ -214,3 +214,35 @@ async def test_work_in_progress_outlives_a_dropped_link(
         await worker.close()
     finally:
         await link.down()
+
+
+async def test_a_worker_holds_as_many_messages_as_it_runs_checks_at_once(
+    rabbitmq_url: str, namespace: str, buses: Callable[..., AmqpBus]
+) -> None:
+    """The bus a process opens takes from the broker ``max_concurrent_checks`` messages
+    at once: checks waiting on I/O do not leave the process idle while the queue is full."""
+    from converge.api import _amqp_bus
+    from converge.engine.settings import EngineSettings
+
+    bus = _amqp_bus(rabbitmq_url, namespace, EngineSettings(max_concurrent_checks=3, host="h1"))
+    assert isinstance(bus, AmqpBus)
+    release = asyncio.Event()
+    started: list[int] = []
+
+    def hold(data: dict[str, Any]) -> asyncio.Future[None]:
+        started.append(int(data["n"]))
+        return asyncio.ensure_future(release.wait())
+
+    sender = buses()
+    try:
+        await bus.start(hold)
+        for n in range(10):
+            await sender.send_work({"n": n})
+        await until(lambda: len(started) == 3)
+        await asyncio.sleep(0.2)
+        assert len(started) == 3  # the rest wait in the queue, for this or another worker
+        release.set()
+        await until(lambda: len(started) == 10)
+    finally:
+        release.set()
+        await bus.close()

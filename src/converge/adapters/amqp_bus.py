@@ -43,6 +43,8 @@ from converge.ports import WorkHandler
 log = logging.getLogger("converge.adapters.amqp")
 
 ALL_TOPICS = "*"
+# The most unacknowledged messages AMQP lets a channel hold (prefetch-count is 16 bits).
+MOST_PREFETCH = 65535
 _SEND_ERRORS = (AMQPError, ChannelInvalidStateError, ConnectionError, asyncio.TimeoutError)
 
 
@@ -54,7 +56,8 @@ class AmqpBus:
     """The bus over one robust connection to RabbitMQ.
 
     ``namespace`` prefixes every queue and exchange (several deployments, or tests, can
-    share one broker); ``host`` names this machine's own work queue.
+    share one broker); ``host`` names this machine's own work queue; ``prefetch`` is how
+    many work messages a consumer holds at once (started and not yet acknowledged).
     """
 
     def __init__(
@@ -70,7 +73,9 @@ class AmqpBus:
         self._url = url
         self.namespace = namespace
         self.host = host or socket.gethostname()
-        self._prefetch = prefetch
+        if prefetch < 1:
+            raise ValueError(f"prefetch must be at least 1, not {prefetch}")
+        self._prefetch = min(prefetch, MOST_PREFETCH)
         self._send_timeout = send_timeout
         self._reconnect_interval = reconnect_interval
         self._connection: AbstractRobustConnection | None = None

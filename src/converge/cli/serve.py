@@ -25,6 +25,7 @@ from converge.cli.inputs import embedded_settings
 from converge.cli.stack_commands import common_options
 from converge.cli.target import ALL_ROLES, Broker, current_broker, open_state, shown_state
 from converge.cli.worker_pool import WorkerPool
+from converge.engine.settings import EngineSettings
 
 # Settings a worker process must not take from serve's environment.
 _NOT_FOR_WORKERS = ("CONVERGE_API",)
@@ -61,6 +62,14 @@ def _parse_roles(ctx: click.Context, param: click.Parameter, value: str) -> tupl
     help="Run the worker role in N child processes instead of this one, restarted when "
     "they die (needs --broker).",
 )
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Resource checks a worker process runs at once, and so takes from the broker at "
+    f"once (default {EngineSettings().max_concurrent_checks}: most checks wait on I/O).",
+)
 @click.option("--parent-pid", type=int, hidden=True)
 @click.option(
     "--recheck",
@@ -83,6 +92,7 @@ def _parse_roles(ctx: click.Context, param: click.Parameter, value: str) -> tupl
 def serve(
     roles: tuple[str, ...],
     workers: int,
+    concurrency: int | None,
     parent_pid: int | None,
     recheck: float,
     interval: float | None,
@@ -118,6 +128,8 @@ def serve(
         settings = dataclasses.replace(embedded_settings(state), drift_recheck_interval=recheck)
         if interval is not None:
             settings = dataclasses.replace(settings, observe_interval=interval)
+        if concurrency is not None:
+            settings = dataclasses.replace(settings, max_concurrent_checks=concurrency)
         if api is not None and not local_types:
             # Templates from the network must not touch this machine's files and processes.
             settings = dataclasses.replace(settings, enable_local_types=False)
@@ -139,7 +151,11 @@ def serve(
                     await running.enter_async_context(api_server(cv, api, noauth=noauth))
                 if workers:
                     assert broker is not None  # refused above
-                    pool = WorkerPool(workers, _worker_environment(state, broker), _log_flags())
+                    pool = WorkerPool(
+                        workers,
+                        _worker_environment(state, broker),
+                        worker_options(concurrency=concurrency, debug=debug, log_json=log_json),
+                    )
                     running.push_async_callback(pool.stop)
                     await pool.start()
                 click.echo(_started(state, broker, own_roles, workers), err=True)
@@ -162,10 +178,16 @@ def serve(
         click.echo("converge serve stopped", err=True)
         return EXIT_OK
 
-    def _log_flags() -> list[str]:
-        return [*(["--debug"] if debug else []), *(["--log-json"] if log_json else [])]
-
     run_command(body, debug=debug, log_json=log_json)
+
+
+def worker_options(*, concurrency: int | None, debug: bool, log_json: bool) -> list[str]:
+    """The options of serve that its worker processes run with too."""
+    return [
+        *(["--concurrency", str(concurrency)] if concurrency is not None else []),
+        *(["--debug"] if debug else []),
+        *(["--log-json"] if log_json else []),
+    ]
 
 
 def _worker_environment(state: str, broker: Broker) -> dict[str, str]:

@@ -70,3 +70,19 @@ def test_a_database_url_allows_only_the_roots_it_is_given(
     assert given.plugin_settings[SETTING] == str(tmp_path / "world.db")
     # A state file keeps its own directory as the root.
     assert embedded_settings(str(tmp_path / "s.db")).allowed_roots == (tmp_path,)
+
+
+def test_concurrency_is_at_least_one() -> None:
+    code, output = _run("serve", "--concurrency", "0", "--broker", BROKER)
+    assert code == 2 and "--concurrency" in output
+
+
+def test_worker_processes_run_with_serve_s_concurrency() -> None:
+    from converge.cli.serve import worker_options
+
+    assert worker_options(concurrency=200, debug=True, log_json=False) == [
+        "--concurrency",
+        "200",
+        "--debug",
+    ]
+    assert worker_options(concurrency=None, debug=False, log_json=False) == []
