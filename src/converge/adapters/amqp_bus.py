@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -83,6 +84,7 @@ class AmqpBus:
         self._notifications: AbstractExchange | None = None
         self._work_channel: AbstractChannel | None = None
         self._handler: WorkHandler | None = None
+        self._acks = _Acknowledgements()
         self._declared_host_queues: set[str] = set()
         self._subscriptions: set[AmqpSubscription] = set()
 
@@ -135,6 +137,7 @@ class AmqpBus:
 
     async def close(self) -> None:
         self._handler = None
+        await self._acks.sent()  # work done here is not delivered again
         connection, self._connection = self._connection, None
         if connection is None:
             return
@@ -179,13 +182,17 @@ class AmqpBus:
         """One work message: start it, wait until it is done, then acknowledge it."""
         handler = self._handler
         if handler is None:
-            return  # closing: unacknowledged, so the broker gives it to another worker
+            # Closing: left unacknowledged, so the broker gives it to another worker; kept
+            # unfinished among the deliveries, so no acknowledgement of a run covers it.
+            self._acks.delivered(incoming)
+            return
         try:
             data = json_codec.loads(incoming.body)
         except ValueError:
             log.error("dropped an unreadable work message: %r", incoming.body[:200])
             await incoming.reject(requeue=False)
             return
+        delivery = self._acks.delivered(incoming)
         try:
             # Shielded: a broker hiccup that ends this delivery must not cancel a resource
             # action half-way (unacknowledged, the message comes back and finds it done).
@@ -194,12 +201,7 @@ class AmqpBus:
             # A bug in the handler: acknowledged all the same, or the message would come
             # back forever; the sweeper re-sends the node from the database.
             log.exception("work handler failed")
-        try:
-            await incoming.ack()
-        except _SEND_ERRORS as exc:
-            # The channel went away meanwhile: the broker delivers it again, and the
-            # repeated check finds the work done.
-            log.info("could not acknowledge a work message: %s", exc)
+        self._acks.done(delivery)
 
     async def _declare_work_queue(self, channel: AbstractChannel, name: str) -> AbstractQueue:
         return await channel.declare_queue(name, durable=True)
@@ -248,6 +250,73 @@ class AmqpBus:
         await asyncio.sleep(min(self._reconnect_interval, max(0.0, within)))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(connection.connected.wait(), max(0.1, within))
+
+
+class _Delivery:
+    """A work message being done, and whether it is done."""
+
+    __slots__ = ("finished", "message")
+
+    def __init__(self, message: AbstractIncomingMessage) -> None:
+        self.message = message
+        self.finished = False
+
+
+class _Acknowledgements:
+    """Acknowledges finished work messages in runs: one ``basic.ack`` with ``multiple``
+    for every delivery up to the newest whose elders are all finished, sent once per turn
+    of the event loop, instead of one frame (and one socket write) per message.
+
+    A finished message behind an unfinished elder (a long action) is acknowledged on its
+    own at the same turn: holding it back would keep its place in the prefetch window.
+    Delivery tags count per channel; a channel the connection lost takes its
+    unacknowledged messages with it (the broker delivers them again), so its entries are
+    dropped.
+    """
+
+    def __init__(self) -> None:
+        self._pending: dict[Any, deque[_Delivery]] = {}  # per channel, in delivery order
+        self._flush: asyncio.Task[None] | None = None
+
+    def delivered(self, message: AbstractIncomingMessage) -> _Delivery:
+        delivery = _Delivery(message)
+        self._pending.setdefault(message.channel, deque()).append(delivery)
+        return delivery
+
+    def done(self, delivery: _Delivery) -> None:
+        delivery.finished = True
+        if self._flush is None:
+            self._flush = asyncio.get_running_loop().create_task(self._acknowledge())
+
+    async def sent(self) -> None:
+        """Once the acknowledgements of the work finished so far are sent."""
+        if self._flush is not None:
+            await asyncio.shield(self._flush)
+
+    async def _acknowledge(self) -> None:
+        """At the next turn of the loop: whatever finished by then, in as few frames."""
+        self._flush = None
+        for channel, deliveries in list(self._pending.items()):
+            if channel.is_closed:
+                del self._pending[channel]
+                continue
+            newest_of_run = None
+            while deliveries and deliveries[0].finished:
+                newest_of_run = deliveries.popleft().message
+            alone = [d.message for d in deliveries if d.finished]
+            if alone:
+                deliveries = self._pending[channel] = deque(d for d in deliveries if not d.finished)
+            if not deliveries:
+                del self._pending[channel]
+            try:
+                if newest_of_run is not None:
+                    await newest_of_run.ack(multiple=True)
+                for message in alone:
+                    await message.ack()
+            except _SEND_ERRORS as exc:
+                # The channel went away meanwhile: the broker delivers them again, and
+                # the repeated checks find the work done.
+                log.info("could not acknowledge work messages: %s", exc)
 
 
 class AmqpSubscription:

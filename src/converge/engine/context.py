@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,10 @@ from converge.resources.base import AppliedState
 from converge.resources.registry import PluginRegistry
 
 log = logging.getLogger("converge.engine")
+
+# Work messages published at once by ``send_checks``: enough to hide the broker's confirm
+# round trip (10,000 leaves one after the other took 5 s, a quarter of that 256 at a time).
+SEND_AT_ONCE = 256
 
 EMPTY_TEMPLATE: Mapping[str, Any] = {
     "heat_template_version": "2021-04-16",
@@ -111,6 +116,25 @@ class EngineContext:
         host = graph.host_of(node) if graph is not None else None
         message = CheckResource(stack_id, traversal_id, node.resource_id, node.is_update)
         await self.bus.send_work(message.to_dict(), host=host)
+
+    async def send_checks(
+        self, stack_id: str, traversal_id: str, nodes: Iterable[GraphNode]
+    ) -> None:
+        """Queue checks of many nodes (a traversal's leaves): ``SEND_AT_ONCE`` in flight at
+        a time, as a broker confirms each message (one round trip) and pipelines many."""
+        batch: list[GraphNode] = []
+        for node in nodes:
+            batch.append(node)
+            if len(batch) == SEND_AT_ONCE:
+                await self._send_batch(stack_id, traversal_id, batch)
+                batch = []
+        await self._send_batch(stack_id, traversal_id, batch)
+
+    async def _send_batch(self, stack_id: str, traversal_id: str, nodes: list[GraphNode]) -> None:
+        if len(nodes) == 1:
+            await self.send_check(stack_id, traversal_id, nodes[0])
+        elif nodes:
+            await asyncio.gather(*(self.send_check(stack_id, traversal_id, n) for n in nodes))
 
 
 def applied_state(row: ResourceRecord) -> AppliedState:

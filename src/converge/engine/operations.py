@@ -245,8 +245,7 @@ class StackOperations:
         leaves = graph.leaves()
         if not leaves:
             await self.complete_traversal(stack_id, traversal_id)
-        for node in leaves:
-            await self.ctx.send_check(stack_id, traversal_id, node)
+        await self.ctx.send_checks(stack_id, traversal_id, leaves)
 
     async def delete(self, stack: StackRecord) -> None:
         """Start deleting the stack (nothing to do when a delete already runs)."""
