@@ -253,13 +253,15 @@ class AmqpBus:
 
 
 class _Delivery:
-    """A work message being done, and whether it is done."""
+    """A work message being done: whether it is done, and whether its acknowledgement
+    went out on its own (done behind an elder still running)."""
 
-    __slots__ = ("finished", "message")
+    __slots__ = ("acknowledged", "finished", "message")
 
     def __init__(self, message: AbstractIncomingMessage) -> None:
         self.message = message
         self.finished = False
+        self.acknowledged = False
 
 
 class _Acknowledgements:
@@ -267,7 +269,7 @@ class _Acknowledgements:
     for every delivery up to the newest whose elders are all finished, sent once per turn
     of the event loop, instead of one frame (and one socket write) per message.
 
-    A finished message behind an unfinished elder (a long action) is acknowledged on its
+    A message finished behind an unfinished elder (a long action) is acknowledged on its
     own at the same turn: holding it back would keep its place in the prefetch window.
     Delivery tags count per channel; a channel the connection lost takes its
     unacknowledged messages with it (the broker delivers them again), so its entries are
@@ -276,6 +278,7 @@ class _Acknowledgements:
 
     def __init__(self) -> None:
         self._pending: dict[Any, deque[_Delivery]] = {}  # per channel, in delivery order
+        self._finished: list[_Delivery] = []  # since the last flush
         self._flush: asyncio.Task[None] | None = None
 
     def delivered(self, message: AbstractIncomingMessage) -> _Delivery:
@@ -285,6 +288,7 @@ class _Acknowledgements:
 
     def done(self, delivery: _Delivery) -> None:
         delivery.finished = True
+        self._finished.append(delivery)
         if self._flush is None:
             self._flush = asyncio.get_running_loop().create_task(self._acknowledge())
 
@@ -296,27 +300,33 @@ class _Acknowledgements:
     async def _acknowledge(self) -> None:
         """At the next turn of the loop: whatever finished by then, in as few frames."""
         self._flush = None
+        finished, self._finished = self._finished, []
+        acknowledge: list[tuple[AbstractIncomingMessage, bool]] = []
         for channel, deliveries in list(self._pending.items()):
             if channel.is_closed:
                 del self._pending[channel]
                 continue
             newest_of_run = None
             while deliveries and deliveries[0].finished:
-                newest_of_run = deliveries.popleft().message
-            alone = [d.message for d in deliveries if d.finished]
-            if alone:
-                deliveries = self._pending[channel] = deque(d for d in deliveries if not d.finished)
+                delivery = deliveries.popleft()
+                if not delivery.acknowledged:
+                    delivery.acknowledged = True
+                    newest_of_run = delivery.message
+            if newest_of_run is not None:
+                acknowledge.append((newest_of_run, True))
             if not deliveries:
                 del self._pending[channel]
-            try:
-                if newest_of_run is not None:
-                    await newest_of_run.ack(multiple=True)
-                for message in alone:
-                    await message.ack()
-            except _SEND_ERRORS as exc:
-                # The channel went away meanwhile: the broker delivers them again, and
-                # the repeated checks find the work done.
-                log.info("could not acknowledge work messages: %s", exc)
+        for delivery in finished:
+            if not delivery.acknowledged and not delivery.message.channel.is_closed:
+                delivery.acknowledged = True  # it stays queued until its elders finish
+                acknowledge.append((delivery.message, False))
+        try:
+            for message, multiple in acknowledge:
+                await message.ack(multiple=multiple)
+        except _SEND_ERRORS as exc:
+            # The channel went away meanwhile: the broker delivers them again, and the
+            # repeated checks find the work done.
+            log.info("could not acknowledge work messages: %s", exc)
 
 
 class AmqpSubscription:
