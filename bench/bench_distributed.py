@@ -693,8 +693,8 @@ NOTES = [
     "in the client, parsing included; in brackets, when the stack's row settled (a client with no role notices it by polling every 0.25 s). Peak RSS is each process's `VmHWM`; CPU is each "
     "process's during the case, and the PostgreSQL backends' of the case's database "
     "(WAL writer and checkpointer not counted). CPU ms per resource adds them all up. "
-    "Rescues: the sweeper's count printed by serve on exit (work re-sent because it sat "
-    "idle two sweeps in a row).",
+    "Rescues: the sweeper's count printed by serve on exit (work re-sent because its "
+    "traversal had no new report for `sweep_patience` sweeps).",
 ]
 
 
