@@ -55,11 +55,6 @@ class StallWatch:
         else:
             watched.quiet += 1
 
-    def quiet(self, traversal: str) -> bool:
-        """Whether the previous sweep also saw the traversal, and nothing was reported since."""
-        watched = self._watched.get(traversal)
-        return watched is not None and watched.quiet >= 1
-
     def stalled(self, traversal: str) -> bool:
         """Whether the traversal has been quiet for its patience: its ready work may be lost."""
         watched = self._watched.get(traversal)

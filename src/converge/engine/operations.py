@@ -328,10 +328,12 @@ class StackOperations:
 
     # --- ending traversals -------------------------------------------------------------
 
-    async def complete_traversal(self, stack_id: str, traversal_id: str) -> None:
+    async def complete_traversal(self, stack_id: str, traversal_id: str) -> bool:
+        """Complete the traversal (outputs, purge); whether this call did (not another
+        process, not a newer traversal)."""
         stack = await self.ctx.store.get_stack(stack_id)
         if stack.current_traversal != traversal_id or stack.status != Status.IN_PROGRESS:
-            return
+            return False
         graph = await self.ctx.graph(stack_id, traversal_id)
         changes: dict[str, Any] = {"deadline": None, "current_deps": None}
         status, reason = Status.COMPLETE, f"Stack {stack.action} completed successfully"
@@ -358,7 +360,7 @@ class StackOperations:
             events=[stack_event(stack, stack.action, status, reason)],
         )
         if done is None:
-            return
+            return False
         self._completed[traversal_id] = done
         while len(self._completed) > _COMPLETED_KEPT:
             del self._completed[next(iter(self._completed))]
@@ -369,6 +371,7 @@ class StackOperations:
             await self.ctx.store.mark_stack_deleted(stack_id)
         log.info("traversal complete", extra={"stack": done.name, "state": done.state})
         self._signal(stack_id)
+        return True
         if done.action != Action.CHECK:  # a check made nothing new to watch
             await self._announce_settled(stack_id)
 

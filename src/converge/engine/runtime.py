@@ -248,8 +248,9 @@ class Engine:
         ``sweep_patience`` sweeps in a row), so work merely queued on the broker behind
         the rest of a moving traversal is not duplicated, and never a node whose row is
         claimed by a live engine (a long action is running there); a traversal whose
-        sinks have all reported is completed on the second sweep that finds it open and
-        quiet, leaving its last worker the time to complete it.
+        sinks have all reported is likewise completed here only once it has stalled,
+        leaving its last worker the time to complete it (counted as a rescue only when
+        this sweep is the one that completed it).
         """
         if self.engine_id not in self.sweepers:
             return  # a process without the engine role has no share
@@ -269,9 +270,12 @@ class Engine:
             done = await self.ctx.store.reported_senders(traversal)
             self._progress.observe(traversal, len(done))
             if all(sink in done for sink in graph.sinks()):
-                if self._progress.quiet(traversal):
-                    self._rescued(stack, STACK_NODE)
-                    await self.operations.complete_traversal(stack.id, traversal)
+                # Its last worker completes it (outputs, purge: seconds for a big stack);
+                # only a traversal that stays open for the patience is completed here.
+                if self._progress.stalled(traversal):
+                    self._progress.resent(traversal)
+                    if await self.operations.complete_traversal(stack.id, traversal):
+                        self._rescued(stack, STACK_NODE)
                 continue
             if self._progress.stalled(traversal) and await self._resend_ready(
                 stack, traversal, graph, done
