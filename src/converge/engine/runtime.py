@@ -306,7 +306,7 @@ class Engine:
         row = await self.ctx.store.get_resource(node.resource_id)
         if row is None or row.engine_id is None or row.engine_id == self.engine_id:
             return False
-        return row.engine_id in self.ctx.live_engines
+        return await self.ctx.claim_stands(row.engine_id)
 
     def _rescued(self, stack: StackRecord, node: GraphNode) -> None:
         self.sweeper_rescues += 1
