@@ -23,6 +23,12 @@ class EngineSettings:
     engine_stale_after: float = 30.0
     # Resource checks running at once in this process (actions mostly wait on I/O).
     max_concurrent_checks: int = 4096
+    # Work messages a worker process takes from the broker at once (its prefetch). Up to
+    # ``max_concurrent_checks`` is useful when checks wait (1,000 two-second waits on 2
+    # workers take 8 rounds at 64); kept at 64 by default because a killed worker hands
+    # all it holds back to the broker, and with thousands held the chaos test slowed
+    # down past its limit (see docs/benchmarks.md).
+    work_prefetch: int = 64
     # Upper bound for one resource action, on top of the stack's timeout (None: none).
     action_timeout: float | None = None
     # Compare updates with observed reality even without ``converge: true``.
