@@ -68,8 +68,6 @@ BROKER = "amqp://guest:guest@127.0.0.1:5672/"
 PROGRAM = "from converge.cli.main import main\nmain()\n"
 HERE = Path(__file__).resolve()
 EMBEDDED = "embedded (SQLite)"
-# Each worker takes as many checks from the broker as it runs at once (the default is 64).
-PREFETCH = 4096
 
 
 # --- the client: one create in a fresh interpreter ----------------------------------------
@@ -362,7 +360,6 @@ def run_distributed(
         with log.open("w") as stream:
             roles = "engine,worker" if case.engine else "worker"
             command = ["serve", "--roles", roles, "--workers", str(case.workers)]
-            command += ["--prefetch", str(PREFETCH)]
             serve = subprocess.Popen(
                 [sys.executable, "-c", PROGRAM, *command],
                 cwd=here.directory,
@@ -689,8 +686,7 @@ def main() -> None:
 
 NOTES = [
     "Each distributed row: a fresh PostgreSQL database (`synchronous_commit=on`, the "
-    "default) and RabbitMQ namespace; `converge serve --roles engine,worker --workers W "
-    "--prefetch 4096` "
+    "default) and RabbitMQ namespace; `converge serve --roles engine,worker --workers W` "
     "(the serve process is the engine, its sweeper; W worker processes); the stack created "
     "by a client process with no role (as `converge apply`). Embedded rows: "
     "`Converge.embedded` over a SQLite file, one process. Seconds: `create_stack(wait=True)` "

@@ -1173,5 +1173,6 @@ def _amqp_bus(url: str, namespace: str, settings: EngineSettings) -> Bus:
         raise InvalidRequest(
             f"a broker URL needs the RabbitMQ bus: pip install 'converge[rabbitmq]' ({exc})"
         ) from exc
-    prefetch = min(settings.work_prefetch, settings.max_concurrent_checks)
+    wanted = settings.work_prefetch or settings.max_concurrent_checks
+    prefetch = min(wanted, settings.max_concurrent_checks)
     return AmqpBus(url, namespace=namespace, host=settings.host, prefetch=prefetch)

@@ -75,8 +75,8 @@ def _parse_roles(ctx: click.Context, param: click.Parameter, value: str) -> tupl
     type=click.IntRange(min=1),
     default=None,
     metavar="N",
-    help="Work messages a worker process takes from the broker at once (default "
-    f"{EngineSettings().work_prefetch}); up to --concurrency is useful when checks wait.",
+    help="Work messages a worker process takes from the broker at once (default: as many "
+    "as it runs at once, --concurrency).",
 )
 @click.option("--parent-pid", type=int, hidden=True)
 @click.option(

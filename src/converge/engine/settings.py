@@ -23,12 +23,10 @@ class EngineSettings:
     engine_stale_after: float = 30.0
     # Resource checks running at once in this process (actions mostly wait on I/O).
     max_concurrent_checks: int = 4096
-    # Work messages a worker process takes from the broker at once (its prefetch). Up to
-    # ``max_concurrent_checks`` is useful when checks wait (1,000 two-second waits on 2
-    # workers take 8 rounds at 64); kept at 64 by default because a killed worker hands
-    # all it holds back to the broker, and with thousands held the chaos test slowed
-    # down past its limit (see docs/benchmarks.md).
-    work_prefetch: int = 64
+    # Work messages a worker process takes from the broker at once (its prefetch); None:
+    # as many as it runs at once (``max_concurrent_checks``), since checks mostly wait
+    # (1,000 two-second waits on 2 workers took 8 rounds at the former fixed 64).
+    work_prefetch: int | None = None
     # Upper bound for one resource action, on top of the stack's timeout (None: none).
     action_timeout: float | None = None
     # Compare updates with observed reality even without ``converge: true``.
