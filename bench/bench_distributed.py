@@ -32,7 +32,7 @@ exit: zero in a healthy run).
 
 Run: ``python bench/bench_distributed.py [--n 10000] [--workers 1,2,4] [--chain 1000]
 [--waiting 1000] [--big 20000,50000,100000] [--part 20000] [--no-without-sweeper]
-[--server URL] [--broker URL] [--timeout S] [--no-write]``; a size of 0 skips its case.
+[--server URL] [--broker URL] [--timeout S] [--no-write] [--profile DIR]``; a size of 0 skips its case.
 ``--without-sweeper`` (the default) adds the independent case on 2 workers served with no
 engine role, so that no sweeper runs: what the sweeper's rescues cost.
 """
@@ -300,9 +300,18 @@ class Result:
         return sum(self.cpu.values())
 
 
-def run_client(case: Case, directory: Path, env: dict[str, str], timeout: float) -> dict[str, Any]:
+def run_client(
+    case: Case,
+    directory: Path,
+    env: dict[str, str],
+    timeout: float,
+    profile: Path | None = None,
+) -> dict[str, Any]:
     mode = "embedded" if case.workers == 0 else "distributed"
     args = [sys.executable, str(HERE), "--client", mode, case.shape, str(case.n), case.type]
+    if profile is not None:
+        output = profile / f"{_profile_name(case)}-client.txt"
+        args = [*_py_spy(output), "--", *args]
     done = subprocess.run(
         [*args, str(directory)],
         env=env,
@@ -313,7 +322,9 @@ def run_client(case: Case, directory: Path, env: dict[str, str], timeout: float)
     )
     if done.returncode != 0:
         raise RuntimeError(f"client exited {done.returncode}:\n{done.stderr[-3000:]}")
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    # The last JSON line (py-spy, when profiling, says what it wrote after it).
+    last = [line for line in done.stdout.splitlines() if line.startswith("{")][-1]
+    result: dict[str, Any] = json.loads(last)
     return result
 
 
@@ -341,7 +352,9 @@ def run_embedded(case: Case, timeout: float) -> Result:
     )
 
 
-def run_distributed(case: Case, server: str, broker: str, timeout: float) -> Result:
+def run_distributed(
+    case: Case, server: str, broker: str, timeout: float, profile: Path | None = None
+) -> Result:
     with deployment(server, broker) as here:
         log = here.directory / "serve.log"
         with log.open("w") as stream:
@@ -355,7 +368,7 @@ def run_distributed(case: Case, server: str, broker: str, timeout: float) -> Res
                 stderr=stream,
             )
             try:
-                return _measure(case, here, serve, log, timeout)
+                return _measure(case, here, serve, log, timeout, profile)
             finally:
                 if serve.poll() is None:
                     serve.kill()
@@ -363,19 +376,30 @@ def run_distributed(case: Case, server: str, broker: str, timeout: float) -> Res
 
 
 def _measure(
-    case: Case, here: Deployment, serve: subprocess.Popen[bytes], log: Path, timeout: float
+    case: Case,
+    here: Deployment,
+    serve: subprocess.Popen[bytes],
+    log: Path,
+    timeout: float,
+    profile: Path | None,
 ) -> Result:
     _wait_ready(here, serve, case, log)
     workers = children(serve.pid)
     cpu_before = {pid: cpu_seconds(pid) for pid in [serve.pid, *workers]}
     server = ServerCpu(here.database)
     notes: list[str] = []
+    recorders = _profilers(case, [serve.pid, *workers], profile) if profile else []
     try:
-        answer = run_client(case, here.directory, here.environment(), timeout)
+        answer = run_client(case, here.directory, here.environment(), timeout, profile)
         seconds: float | None = answer["seconds"]
         status = status_of(answer, case.n)
     except subprocess.TimeoutExpired:
         answer, seconds, status = {}, None, f"not finished after {timeout:.0f} s (abandoned)"
+    finally:
+        for recorder in recorders:
+            recorder.send_signal(signal.SIGINT)  # py-spy writes its profile and exits
+        for recorder in recorders:
+            recorder.wait(timeout=60)
     server_cpu = server.stop()
     peaks = {"client": answer.get("peak_kb", 0) / 1024} if answer else {}
     cpu = {"client": answer["cpu"]} if answer else {}
@@ -401,6 +425,35 @@ def _measure(
     if serve.returncode not in (0, None):
         notes.append(f"serve exited {serve.returncode}: {text[-500:]}")
     return Result(case, seconds, status, peaks, cpu, rescues, notes, answer.get("settled"))
+
+
+def _profilers(case: Case, pids: list[int], directory: Path) -> list[subprocess.Popen[bytes]]:
+    """``py-spy record`` of each process during the case (``--profile``): folded stacks
+    (``--format raw``, one line per stack with its sample count), to add up by function or
+    to draw as a flame graph."""
+    directory.mkdir(parents=True, exist_ok=True)
+    recorders = []
+    for index, pid in enumerate(pids):
+        role = "serve" if index == 0 else f"worker{index}"
+        output = directory / f"{_profile_name(case)}-{role}.txt"
+        recorders.append(
+            subprocess.Popen(
+                [*_py_spy(output), "--pid", str(pid)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+    time.sleep(1.0)  # attached before the work starts
+    return recorders
+
+
+def _profile_name(case: Case) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", f"{case.label} {case.n} {case.mode}".lower()).strip("-")
+
+
+def _py_spy(output: Path) -> list[str]:
+    spy = Path(sys.executable).with_name("py-spy")
+    return [str(spy), "record", "--nonblocking", "--format", "raw", "-o", str(output)]
 
 
 def _wait_ready(here: Deployment, serve: subprocess.Popen[bytes], case: Case, log: Path) -> None:
@@ -462,7 +515,7 @@ def run_all(args: argparse.Namespace) -> list[Result]:
         if case.workers == 0:
             result = run_embedded(case, args.timeout)
         else:
-            result = run_distributed(case, args.server, args.broker, args.timeout)
+            result = run_distributed(case, args.server, args.broker, args.timeout, args.profile)
         results.append(result)
         show(result)
     return results
@@ -594,6 +647,14 @@ def main() -> None:
     )
     parser.add_argument("--timeout", type=float, default=900, help="per case, seconds (900)")
     parser.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="record the serve and worker processes of each distributed case with py-spy "
+        "(installed beside this Python) into DIR: folded stacks, one file per process",
+    )
     parser.add_argument("--client", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.client:
@@ -632,8 +693,8 @@ NOTES = [
     "in the client, parsing included; in brackets, when the stack's row settled (a client with no role notices it by polling every 0.25 s). Peak RSS is each process's `VmHWM`; CPU is each "
     "process's during the case, and the PostgreSQL backends' of the case's database "
     "(WAL writer and checkpointer not counted). CPU ms per resource adds them all up. "
-    "Rescues: the sweeper's count printed by serve on exit (work re-sent because it sat "
-    "idle two sweeps in a row).",
+    "Rescues: the sweeper's count printed by serve on exit (work re-sent because its "
+    "traversal had no new report for `sweep_patience` sweeps).",
 ]
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from converge.adapters.local_bus import LocalBus
 from converge.adapters.sql.store import SqlStore, sqlite_url
 from converge.api import Converge
@@ -63,3 +65,105 @@ async def test_checking_a_resource_twice_is_harmless(cv: Converge, reality: Real
     await cv.engine.sweep()
     await cv.engine.sweep()
     assert len(reality.actions("create")) == 3
+
+
+SIX = """
+heat_template_version: 2021-04-16
+resources:
+""" + "".join(f"  r{i}: {{type: Test::Thing}}\n" for i in range(6))
+
+
+class QueueBus(LocalBus):
+    """Work goes to a queue that the test hands to the worker, as a broker's queue."""
+
+    def __init__(self, queue: list[dict[str, Any]]) -> None:
+        super().__init__()
+        self.queue = queue
+
+    async def send_work(self, message: dict[str, Any], *, host: str | None = None) -> None:
+        self.queue.append(message)
+
+    async def queued_work(self) -> int | None:
+        return len(self.queue)
+
+
+async def test_queued_work_is_not_resent_while_its_traversal_moves_but_a_lost_check_is(
+    tmp_path: Path, registry: PluginRegistry, reality: Reality
+) -> None:
+    """An engine without the worker role cannot see what is queued on the broker: work
+    queued behind the traversal's other work is left alone while reports keep coming;
+    the check the broker lost is sent again once the traversal has nothing more to do."""
+    queue: list[dict[str, Any]] = []
+    # The loops are as good as off: the test sweeps itself.
+    settings = EngineSettings(sweep_interval=3600.0, heartbeat_interval=3600.0)
+    stores = [SqlStore.open(sqlite_url(tmp_path / "s.db")) for _ in range(2)]
+    engine, worker = (
+        Engine(store, QueueBus(queue), registry=registry, settings=settings, roles=(role,))
+        for store, role in zip(stores, ("engine", "worker"), strict=True)
+    )
+    await engine.start()
+    await worker.start()
+    try:
+        stack = await Converge(engine).create_stack("queued", SIX, wait=False)
+        assert len(queue) == 6
+        lost = queue.pop(3)
+        while queue:  # work queued, one check done between every two sweeps: left alone
+            for _ in range(settings.sweep_patience):
+                await engine.sweep()
+            await worker._on_work(queue.pop(0))
+        assert engine.sweeper_rescues == 0
+
+        # Nothing queued any more: the ready node idle at two sweeps in a row was lost.
+        await engine.sweep()
+        assert queue == []
+        await engine.sweep()
+        assert queue == [lost]
+        assert engine.sweeper_rescues == 1
+        await worker._on_work(queue.pop())
+        record = await stores[0].get_stack(stack.id)
+        assert (record.action, record.status) == ("CREATE", "COMPLETE")
+        assert len(reality.actions("create")) == 6
+    finally:
+        await worker.stop()
+        await engine.stop()
+        for store in stores:
+            await store.close()
+
+
+async def test_a_traversal_its_last_worker_left_open_is_completed_once_it_stalls(
+    tmp_path: Path, registry: PluginRegistry, reality: Reality, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker that stored the last report died before completing the stack: the
+    sweeper completes it, but only once it has stayed open for the patience (completing a
+    big stack takes its last worker a while)."""
+    queue: list[dict[str, Any]] = []
+    settings = EngineSettings(sweep_interval=3600.0, heartbeat_interval=3600.0)
+    stores = [SqlStore.open(sqlite_url(tmp_path / "s.db")) for _ in range(2)]
+    engine, worker = (
+        Engine(store, QueueBus(queue), registry=registry, settings=settings, roles=(role,))
+        for store, role in zip(stores, ("engine", "worker"), strict=True)
+    )
+
+    async def dies_first(stack_id: str, traversal_id: str) -> bool:
+        return False
+
+    monkeypatch.setattr(worker.operations, "complete_traversal", dies_first)
+    await engine.start()
+    await worker.start()
+    try:
+        stack = await Converge(engine).create_stack("open", SIX, wait=False)
+        while queue:
+            await worker._on_work(queue.pop(0))
+        for _ in range(settings.sweep_patience):
+            await engine.sweep()
+            assert (await stores[0].get_stack(stack.id)).status == "IN_PROGRESS"
+        await engine.sweep()
+        record = await stores[0].get_stack(stack.id)
+        assert (record.action, record.status) == ("CREATE", "COMPLETE")
+        assert engine.sweeper_rescues == 1
+        assert queue == []  # nothing was re-sent: every node had reported
+    finally:
+        await worker.stop()
+        await engine.stop()
+        for store in stores:
+            await store.close()

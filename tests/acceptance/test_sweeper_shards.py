@@ -67,13 +67,14 @@ async def other_process(engine: Engine, engine_id: str, roles: tuple[str, ...]) 
     await engine._refresh_live_engines()
 
 
-async def sweep_twice(engine: Engine) -> set[str]:
-    """The stacks the next two sweeps re-send work for (a node pending twice is re-sent)."""
+async def sweep_until_stalled(engine: Engine) -> set[str]:
+    """The stacks whose work the sweeps re-send once their traversals count as stalled:
+    first seen, then ``sweep_patience`` sweeps without a new report (nothing runs here)."""
     bus = engine.ctx.bus
     assert isinstance(bus, LosingBus)
     mark = len(bus.lost)
-    await engine.sweep()
-    await engine.sweep()
+    for _ in range(engine.ctx.settings.sweep_patience + 1):
+        await engine.sweep()
     return bus.stacks_since(mark)
 
 
@@ -85,15 +86,16 @@ async def test_engines_sweep_their_share_and_take_a_dead_ones(engine: Engine) ->
     mine = shard.share(ids, engine.engine_id, engine.sweepers)
     assert 0 < len(mine) < STACKS  # both engines have a share (30 random ids)
 
-    assert await sweep_twice(engine) == mine
+    assert await sweep_until_stalled(engine) == mine
     assert engine.sweeper_rescues == len(mine)
 
-    # The ghost stops beating: once its heartbeat is stale, its share is this engine's.
+    # The ghost stops beating: once its heartbeat is stale, its share is this engine's
+    # (nothing is queued on this bus: idle work is re-sent every other sweep).
     stale = time.time() - engine.ctx.settings.engine_stale_after - 1
     await engine.ctx.store.heartbeat("ghost", stale)
     await engine._refresh_live_engines()
     assert engine.sweepers == {engine.engine_id}
-    assert await sweep_twice(engine) == ids
+    assert await sweep_until_stalled(engine) == ids
 
 
 async def test_a_process_that_does_not_sweep_has_no_share(engine: Engine) -> None:
@@ -101,7 +103,7 @@ async def test_a_process_that_does_not_sweep_has_no_share(engine: Engine) -> Non
     assert engine.sweepers == {engine.engine_id}
     cv = Converge(engine)
     ids = {(await cv.create_stack(f"s{i}", ONE, wait=False)).id for i in range(3)}
-    assert await sweep_twice(engine) == ids
+    assert await sweep_until_stalled(engine) == ids
 
 
 async def test_work_claimed_by_a_live_engine_is_not_resent(engine: Engine) -> None:
@@ -112,7 +114,7 @@ async def test_work_claimed_by_a_live_engine_is_not_resent(engine: Engine) -> No
     # Another engine claimed the resource (its action runs for long): nothing to re-send.
     claimed = await engine.ctx.store.update_resource(row.id, row.atomic_key, {"engine_id": "busy"})
     assert claimed is not None
-    assert await sweep_twice(engine) == set()
+    assert await sweep_until_stalled(engine) == set()
     assert engine.sweeper_rescues == 0
 
     # That engine dies: its claim no longer stands and the work is sent again at once.

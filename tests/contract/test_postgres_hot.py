@@ -199,6 +199,26 @@ async def test_a_waiter_cancelled_after_its_turn_came_passes_it_on(postgres_url:
         await store.close()
 
 
+async def test_a_waiter_cancelled_before_its_turn_is_skipped(postgres_url: str) -> None:
+    """A caller cancelled while waiting stays in the queue (no scan of thousands of
+    waiters to take it out): its turn goes to the next caller, who is served in order."""
+    store = SqlStore.open(postgres_url)
+    assert store._pg is not None
+    store._pg._size = 1
+    try:
+        async with store._pg._pool().connection():
+            callers = [asyncio.ensure_future(store._pg._one(f"SELECT {n}", {})) for n in range(4)]
+            await asyncio.sleep(0.05)
+            callers[0].cancel()
+            callers[2].cancel()
+            await asyncio.sleep(0)
+        assert await asyncio.wait_for(callers[1], 5) == (1,)
+        assert await asyncio.wait_for(callers[3], 5) == (3,)
+        assert callers[0].cancelled() and callers[2].cancelled()
+    finally:
+        await store.close()
+
+
 async def test_a_connection_idle_for_long_is_checked_before_a_write(
     store: SqlStore, postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

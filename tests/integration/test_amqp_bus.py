@@ -214,3 +214,75 @@ async def test_work_in_progress_outlives_a_dropped_link(
         await worker.close()
     finally:
         await link.down()
+
+
+async def test_a_worker_holds_as_many_messages_as_it_runs_checks_at_once(
+    rabbitmq_url: str, namespace: str, buses: Callable[..., AmqpBus]
+) -> None:
+    """The bus a process opens takes ``work_prefetch`` messages from the broker at once,
+    never more than it runs checks at once."""
+    from converge.api import _amqp_bus
+    from converge.engine.settings import EngineSettings
+
+    settings = EngineSettings(max_concurrent_checks=3, work_prefetch=1000, host="h1")
+    bus = _amqp_bus(rabbitmq_url, namespace, settings)
+    assert isinstance(bus, AmqpBus)
+    release = asyncio.Event()
+    started: list[int] = []
+
+    def hold(data: dict[str, Any]) -> asyncio.Future[None]:
+        started.append(int(data["n"]))
+        return asyncio.ensure_future(release.wait())
+
+    sender = buses()
+    try:
+        await bus.start(hold)
+        for n in range(10):
+            await sender.send_work({"n": n})
+        await until(lambda: len(started) == 3)
+        await asyncio.sleep(0.2)
+        assert len(started) == 3  # the rest wait in the queue, for this or another worker
+        release.set()
+        await until(lambda: len(started) == 10)
+    finally:
+        release.set()
+        await bus.close()
+
+
+async def test_finished_work_is_acknowledged_behind_a_long_one(
+    buses: Callable[..., AmqpBus],
+) -> None:
+    """Acknowledgements go in runs, but a message finished behind one still running is
+    acknowledged all the same: it frees its place in the prefetch window."""
+    long_one: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    finished: list[int] = []
+
+    def handle(data: dict[str, Any]) -> asyncio.Future[None]:
+        if data["n"] == 0:
+            return long_one
+
+        async def quick() -> None:
+            finished.append(int(data["n"]))
+
+        return asyncio.ensure_future(quick())
+
+    worker, sender = buses(prefetch=3), buses()
+    await worker.start(handle)
+    for n in range(20):
+        await sender.send_work({"n": n})
+    await until(lambda: len(finished) == 19)
+    long_one.set_result(None)
+
+
+async def test_acknowledged_work_is_not_delivered_again(buses: Callable[..., AmqpBus]) -> None:
+    received: list[tuple[str, int]] = []
+    first, sender = buses(prefetch=16), buses()
+    await first.start(handled_into(received, "first"))
+    for n in range(50):
+        await sender.send_work({"n": n})
+    await until(lambda: len(received) == 50)
+    await first.close()  # right after the last one finished: its acknowledgement is sent
+    again: list[tuple[str, int]] = []
+    await buses().start(handled_into(again, "again"))
+    await asyncio.sleep(0.5)
+    assert again == []

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -43,6 +44,8 @@ from converge.ports import WorkHandler
 log = logging.getLogger("converge.adapters.amqp")
 
 ALL_TOPICS = "*"
+# The most unacknowledged messages AMQP lets a channel hold (prefetch-count is 16 bits).
+MOST_PREFETCH = 65535
 _SEND_ERRORS = (AMQPError, ChannelInvalidStateError, ConnectionError, asyncio.TimeoutError)
 
 
@@ -73,7 +76,8 @@ class AmqpBus:
     """The bus over one robust connection to RabbitMQ.
 
     ``namespace`` prefixes every queue and exchange (several deployments, or tests, can
-    share one broker); ``host`` names this machine's own work queue.
+    share one broker); ``host`` names this machine's own work queue; ``prefetch`` is how
+    many work messages a consumer holds at once (started and not yet acknowledged).
     """
 
     reaches_other_hosts = True
@@ -91,7 +95,9 @@ class AmqpBus:
         self._url = url
         self.namespace = namespace
         self.host = host or socket.gethostname()
-        self._prefetch = prefetch
+        if prefetch < 1:
+            raise ValueError(f"prefetch must be at least 1, not {prefetch}")
+        self._prefetch = min(prefetch, MOST_PREFETCH)
         self._send_timeout = send_timeout
         self._reconnect_interval = reconnect_interval
         self._connection: AbstractRobustConnection | None = None
@@ -99,6 +105,7 @@ class AmqpBus:
         self._notifications: AbstractExchange | None = None
         self._work_channel: AbstractChannel | None = None
         self._handler: WorkHandler | None = None
+        self._acks = _Acknowledgements()
         self._declared_host_queues: set[str] = set()
         self._subscriptions: set[AmqpSubscription] = set()
 
@@ -152,6 +159,7 @@ class AmqpBus:
 
     async def close(self) -> None:
         self._handler = None
+        await self._acks.sent()  # work done here is not delivered again
         connection, self._connection = self._connection, None
         if connection is None:
             return
@@ -192,17 +200,36 @@ class AmqpBus:
         channel = self._publishing
         await self._send(lambda: channel.default_exchange.publish(body, routing_key=queue), queue)
 
+    async def queued_work(self) -> int | None:
+        """Messages ready in the shared work queue and this host's (a passive declare of
+        each: one round trip per sweep); None when the broker cannot say."""
+        try:
+            await self.connect()
+            assert self._publishing is not None
+            total = 0
+            for name in (self.work_queue, self.host_queue(self.host)):
+                declared = await self._publishing.declare_queue(name, durable=True)
+                total += declared.declaration_result.message_count or 0
+            return total
+        except (*_SEND_ERRORS, BusError) as exc:
+            log.info("could not count the queued work: %s", exc)
+            return None
+
     async def _deliver(self, incoming: AbstractIncomingMessage) -> None:
         """One work message: start it, wait until it is done, then acknowledge it."""
         handler = self._handler
         if handler is None:
-            return  # closing: unacknowledged, so the broker gives it to another worker
+            # Closing: left unacknowledged, so the broker gives it to another worker; kept
+            # unfinished among the deliveries, so no acknowledgement of a run covers it.
+            self._acks.delivered(incoming)
+            return
         try:
             data = json_codec.loads(incoming.body)
         except ValueError:
             log.error("dropped an unreadable work message: %r", incoming.body[:200])
             await incoming.reject(requeue=False)
             return
+        delivery = self._acks.delivered(incoming)
         try:
             # Shielded: a broker hiccup that ends this delivery must not cancel a resource
             # action half-way (unacknowledged, the message comes back and finds it done).
@@ -211,12 +238,7 @@ class AmqpBus:
             # A bug in the handler: acknowledged all the same, or the message would come
             # back forever; the sweeper re-sends the node from the database.
             log.exception("work handler failed")
-        try:
-            await incoming.ack()
-        except _SEND_ERRORS as exc:
-            # The channel went away meanwhile: the broker delivers it again, and the
-            # repeated check finds the work done.
-            log.info("could not acknowledge a work message: %s", exc)
+        self._acks.done(delivery)
 
     async def _declare_work_queue(self, channel: AbstractChannel, name: str) -> AbstractQueue:
         return await channel.declare_queue(name, durable=True)
@@ -265,6 +287,83 @@ class AmqpBus:
         await asyncio.sleep(min(self._reconnect_interval, max(0.0, within)))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(connection.connected.wait(), max(0.1, within))
+
+
+class _Delivery:
+    """A work message being done: whether it is done, and whether its acknowledgement
+    went out on its own (done behind an elder still running)."""
+
+    __slots__ = ("acknowledged", "finished", "message")
+
+    def __init__(self, message: AbstractIncomingMessage) -> None:
+        self.message = message
+        self.finished = False
+        self.acknowledged = False
+
+
+class _Acknowledgements:
+    """Acknowledges finished work messages in runs: one ``basic.ack`` with ``multiple``
+    for every delivery up to the newest whose elders are all finished, sent once per turn
+    of the event loop, instead of one frame (and one socket write) per message.
+
+    A message finished behind an unfinished elder (a long action) is acknowledged on its
+    own at the same turn: holding it back would keep its place in the prefetch window.
+    Delivery tags count per channel; a channel the connection lost takes its
+    unacknowledged messages with it (the broker delivers them again), so its entries are
+    dropped.
+    """
+
+    def __init__(self) -> None:
+        self._pending: dict[Any, deque[_Delivery]] = {}  # per channel, in delivery order
+        self._finished: list[_Delivery] = []  # since the last flush
+        self._flush: asyncio.Task[None] | None = None
+
+    def delivered(self, message: AbstractIncomingMessage) -> _Delivery:
+        delivery = _Delivery(message)
+        self._pending.setdefault(message.channel, deque()).append(delivery)
+        return delivery
+
+    def done(self, delivery: _Delivery) -> None:
+        delivery.finished = True
+        self._finished.append(delivery)
+        if self._flush is None:
+            self._flush = asyncio.get_running_loop().create_task(self._acknowledge())
+
+    async def sent(self) -> None:
+        """Once the acknowledgements of the work finished so far are sent."""
+        if self._flush is not None:
+            await asyncio.shield(self._flush)
+
+    async def _acknowledge(self) -> None:
+        """At the next turn of the loop: whatever finished by then, in as few frames."""
+        self._flush = None
+        finished, self._finished = self._finished, []
+        acknowledge: list[tuple[AbstractIncomingMessage, bool]] = []
+        for channel, deliveries in list(self._pending.items()):
+            if channel.is_closed:
+                del self._pending[channel]
+                continue
+            newest_of_run = None
+            while deliveries and deliveries[0].finished:
+                delivery = deliveries.popleft()
+                if not delivery.acknowledged:
+                    delivery.acknowledged = True
+                    newest_of_run = delivery.message
+            if newest_of_run is not None:
+                acknowledge.append((newest_of_run, True))
+            if not deliveries:
+                del self._pending[channel]
+        for delivery in finished:
+            if not delivery.acknowledged and not delivery.message.channel.is_closed:
+                delivery.acknowledged = True  # it stays queued until its elders finish
+                acknowledge.append((delivery.message, False))
+        try:
+            for message, multiple in acknowledge:
+                await message.ack(multiple=multiple)
+        except _SEND_ERRORS as exc:
+            # The channel went away meanwhile: the broker delivers them again, and the
+            # repeated checks find the work done.
+            log.info("could not acknowledge work messages: %s", exc)
 
 
 class AmqpSubscription:

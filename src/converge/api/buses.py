@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from converge.adapters.local_bus import LocalBus
+from converge.engine.settings import EngineSettings
 from converge.errors import InvalidRequest
 from converge.ports import Bus
 
@@ -16,12 +17,12 @@ def _bus(
     roles: Collection[str],
     *,
     read_only: bool,
-    host: str | None = None,
+    settings: EngineSettings,
 ) -> Bus:
-    """The in-process bus, or RabbitMQ's when a broker is given (``host``: this machine's
-    name for work bound to a host, by default its host name)."""
+    """The in-process bus, or RabbitMQ's when a broker is given (``settings.host``: this
+    machine's name for work bound to a host, by default its host name)."""
     if broker_url is not None:
-        return _amqp_bus(broker_url, namespace, host)
+        return _amqp_bus(broker_url, namespace, settings)
     if not read_only and "worker" not in roles:
         raise InvalidRequest(
             "without a broker the work is done in this process: it needs the worker role"
@@ -32,14 +33,14 @@ def _bus(
 async def reach_broker(url: str, namespace: str = "converge") -> None:
     """Connect to the broker at ``url`` and leave: ``Unavailable`` if it cannot be reached
     (a process that only supervises workers checks it before it starts them)."""
-    bus = _amqp_bus(url, namespace, None)
+    bus = _amqp_bus(url, namespace, EngineSettings())
     try:
         await bus.connect()
     finally:
         await bus.close()
 
 
-def _amqp_bus(url: str, namespace: str, host: str | None) -> Bus:
+def _amqp_bus(url: str, namespace: str, settings: EngineSettings) -> Bus:
     """The RabbitMQ bus; aio-pika is an optional dependency (the ``rabbitmq`` extra)."""
     try:
         from converge.adapters.amqp_bus import AmqpBus
@@ -47,4 +48,6 @@ def _amqp_bus(url: str, namespace: str, host: str | None) -> Bus:
         raise InvalidRequest(
             f"a broker URL needs the RabbitMQ bus: pip install 'converge[rabbitmq]' ({exc})"
         ) from exc
-    return AmqpBus(url, namespace=namespace, host=host)
+    wanted = settings.work_prefetch or settings.max_concurrent_checks
+    prefetch = min(wanted, settings.max_concurrent_checks)
+    return AmqpBus(url, namespace=namespace, host=settings.host, prefetch=prefetch)

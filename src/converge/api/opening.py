@@ -63,7 +63,7 @@ class OpeningMixin(ConvergeBase):
                 world.SETTING: str(world.world_path_for(state)),
             }
             settings = dataclasses.replace(settings, plugin_settings=plugin_settings)
-        bus = _bus(broker_url, broker_namespace, roles, read_only=read_only, host=settings.host)
+        bus = _bus(broker_url, broker_namespace, roles, read_only=read_only, settings=settings)
         store = SqlStore.open_file(state, read_only=read_only)
         async with cls._over(
             store, settings, registry, start=not read_only, bus=bus, roles=roles
@@ -92,8 +92,13 @@ class OpeningMixin(ConvergeBase):
         checks to the worker processes. ``read_only=True`` runs no engine at all (reading
         calls only), as for ``embedded``.
         """
-        host = settings.host if settings is not None else None
-        bus = _bus(broker_url, broker_namespace, roles, read_only=read_only, host=host)
+        bus = _bus(
+            broker_url,
+            broker_namespace,
+            roles,
+            read_only=read_only,
+            settings=settings or EngineSettings(),
+        )
         store = SqlStore.open(database_url)
         async with cls._over(
             store, settings, registry, start=not read_only, bus=bus, roles=roles

@@ -33,6 +33,7 @@ from converge.cli.target import (
     shown_state,
 )
 from converge.cli.worker_pool import WorkerPool
+from converge.engine.settings import EngineSettings
 
 # Settings a worker process must not take from serve's environment.
 _NOT_FOR_WORKERS = ("CONVERGE_API",)
@@ -69,6 +70,22 @@ def _parse_roles(ctx: click.Context, param: click.Parameter, value: str) -> tupl
     help="Run the worker role in N child processes instead of this one, restarted when "
     "they die (needs --broker).",
 )
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Resource checks a worker process runs at once "
+    f"(default {EngineSettings().max_concurrent_checks}: most checks wait on I/O).",
+)
+@click.option(
+    "--prefetch",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Work messages a worker process takes from the broker at once (default: as many "
+    "as it runs at once, --concurrency).",
+)
 @click.option("--parent-pid", type=int, hidden=True)
 @click.option(
     "--recheck",
@@ -91,6 +108,8 @@ def _parse_roles(ctx: click.Context, param: click.Parameter, value: str) -> tupl
 def serve(
     roles: tuple[str, ...],
     workers: int,
+    concurrency: int | None,
+    prefetch: int | None,
     parent_pid: int | None,
     recheck: float,
     interval: float | None,
@@ -126,6 +145,10 @@ def serve(
         settings = dataclasses.replace(embedded_settings(state), drift_recheck_interval=recheck)
         if interval is not None:
             settings = dataclasses.replace(settings, observe_interval=interval)
+        if concurrency is not None:
+            settings = dataclasses.replace(settings, max_concurrent_checks=concurrency)
+        if prefetch is not None:
+            settings = dataclasses.replace(settings, work_prefetch=prefetch)
         if api is not None and not local_types:
             # Templates from the network must not touch this machine's files and processes.
             settings = dataclasses.replace(settings, enable_local_types=False)
@@ -150,7 +173,16 @@ def serve(
                     await running.enter_async_context(api_server(cv, api, noauth=noauth))
                 if workers:
                     assert broker is not None  # refused above
-                    pool = WorkerPool(workers, _worker_environment(state, broker), _log_flags())
+                    pool = WorkerPool(
+                        workers,
+                        _worker_environment(state, broker),
+                        worker_options(
+                            concurrency=concurrency,
+                            prefetch=prefetch,
+                            debug=debug,
+                            log_json=log_json,
+                        ),
+                    )
                     running.push_async_callback(pool.stop)
                     await pool.start()
                 _freeze_startup_objects()
@@ -174,9 +206,6 @@ def serve(
         click.echo("converge serve stopped", err=True)
         return EXIT_OK
 
-    def _log_flags() -> list[str]:
-        return [*(["--debug"] if debug else []), *(["--log-json"] if log_json else [])]
-
     run_command(body, debug=debug, log_json=log_json)
 
 
@@ -188,6 +217,18 @@ def _freeze_startup_objects() -> None:
     more CPU than the listings themselves (bench/bench_rest.py)."""
     gc.collect()  # what is garbage now must not be kept forever
     gc.freeze()
+
+
+def worker_options(
+    *, concurrency: int | None, prefetch: int | None, debug: bool, log_json: bool
+) -> list[str]:
+    """The options of serve that its worker processes run with too."""
+    return [
+        *(["--concurrency", str(concurrency)] if concurrency is not None else []),
+        *(["--prefetch", str(prefetch)] if prefetch is not None else []),
+        *(["--debug"] if debug else []),
+        *(["--log-json"] if log_json else []),
+    ]
 
 
 def _worker_environment(state: str, broker: Broker) -> dict[str, str]:

@@ -250,8 +250,7 @@ class StackOperations:
         leaves = graph.leaves()
         if not leaves:
             await self.complete_traversal(stack_id, traversal_id)
-        for node in leaves:
-            await self.ctx.send_check(stack_id, traversal_id, node)
+        await self.ctx.send_checks(stack_id, traversal_id, leaves)
 
     async def delete(self, stack: StackRecord) -> None:
         """Start deleting the stack (nothing to do when a delete already runs)."""
@@ -334,10 +333,12 @@ class StackOperations:
 
     # --- ending traversals -------------------------------------------------------------
 
-    async def complete_traversal(self, stack_id: str, traversal_id: str) -> None:
+    async def complete_traversal(self, stack_id: str, traversal_id: str) -> bool:
+        """Complete the traversal (outputs, purge); whether this call did (not another
+        process, not a newer traversal)."""
         stack = await self.ctx.store.get_stack(stack_id)
         if stack.current_traversal != traversal_id or stack.status != Status.IN_PROGRESS:
-            return
+            return False
         graph = await self.ctx.graph(stack_id, traversal_id)
         changes: dict[str, Any] = {"deadline": None, "current_deps": None}
         status, reason = Status.COMPLETE, f"Stack {stack.action} completed successfully"
@@ -364,7 +365,7 @@ class StackOperations:
             events=[stack_event(stack, stack.action, status, reason)],
         )
         if done is None:
-            return
+            return False
         self._completed[traversal_id] = done
         while len(self._completed) > _COMPLETED_KEPT:
             del self._completed[next(iter(self._completed))]
@@ -377,6 +378,7 @@ class StackOperations:
         self._signal(stack_id)
         if done.action != Action.CHECK:  # a check made nothing new to watch
             await self._announce_settled(stack_id)
+        return True
 
     async def fail_traversal(self, stack_id: str, traversal_id: str, reason: str) -> None:
         """Mark the stack FAILED (if the traversal is still current) and roll back if enabled."""

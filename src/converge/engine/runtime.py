@@ -14,8 +14,9 @@ from collections.abc import Collection
 from typing import Any
 
 from converge.core import shard
+from converge.core.stall import StallWatch
 from converge.core.states import Status
-from converge.core.traversal import STACK_NODE, GraphNode
+from converge.core.traversal import STACK_NODE, GraphNode, TraversalGraph
 from converge.engine import liveness
 from converge.engine.clock import SystemClock
 from converge.engine.context import EngineContext
@@ -80,7 +81,9 @@ class Engine:
         self._semaphore = asyncio.Semaphore(self.ctx.settings.max_concurrent_checks)
         self._checks: set[asyncio.Task[None]] = set()
         self._loops: list[asyncio.Task[None]] = []
-        self._last_pending: set[tuple[str, GraphNode]] = set()
+        self._progress = StallWatch(self.ctx.settings.sweep_patience)
+        # Ready nodes idle at the last sweep while nothing was queued on the broker.
+        self._idle: set[tuple[str, GraphNode]] = set()
         # Work the sweeper found stuck and pushed on (a node re-sent, a finished traversal
         # completed): each one is a trigger the edge-triggered path lost. Zero in a healthy
         # run; tests assert it, operators can watch it.
@@ -239,20 +242,25 @@ class Engine:
     # --- level-triggered safety net ----------------------------------------------------
 
     async def sweep(self) -> None:
-        """Re-send ready nodes that no worker holds; time out overdue operations.
+        """Re-send the ready work of stalled traversals; time out overdue operations.
 
         Each live engine sweeps only the stacks that hash to it (``core.shard`` over the
         live engines), so N engines do not re-send the same work N times; when one dies,
-        its stacks hash to the survivors once its heartbeat is stale. A node is re-sent
-        only when it was found pending by two sweeps in a row, so work merely queued is not
-        duplicated (duplicates would be harmless, only wasteful), and never while its row
-        is claimed by a live engine (a long action is running there); a traversal whose
-        sinks have all reported is likewise completed on the second sweep that finds it
-        open, leaving its last worker the time to complete it.
+        its stacks hash to the survivors once its heartbeat is stale. A traversal's ready
+        nodes are re-sent only once it has stalled (``core.stall``: no new report for
+        ``sweep_patience`` sweeps in a row), so work merely queued on the broker behind
+        the rest of a moving traversal is not duplicated, and never a node whose row is
+        claimed by a live engine (a long action is running there); a traversal whose
+        sinks have all reported is likewise completed here only once it has stalled,
+        leaving its last worker the time to complete it (counted as a rescue only when
+        this sweep is the one that completed it).
         """
         if self.engine_id not in self.sweepers:
             return  # a process without the engine role has no share
-        pending_now: set[tuple[str, GraphNode]] = set()
+        # Nothing queued on the broker: ready work that no process holds and that was
+        # already idle at the previous sweep is lost, even in a traversal that moves.
+        nothing_queued = await self.ctx.bus.queued_work() == 0
+        idle: set[tuple[str, GraphNode]] = set()
         stacks = await self.ctx.store.list_stacks(None)
         for stack in stacks:
             if stack.status != Status.IN_PROGRESS or not stack.current_traversal:
@@ -267,33 +275,65 @@ class Engine:
             if graph is None:
                 continue
             done = await self.ctx.store.reported_senders(traversal)
+            self._progress.observe(traversal, len(done))
             if all(sink in done for sink in graph.sinks()):
-                key = (traversal, STACK_NODE)
-                pending_now.add(key)
-                if key in self._last_pending:
-                    self._rescued(stack, STACK_NODE)
-                    await self.operations.complete_traversal(stack.id, traversal)
+                # Its last worker completes it (outputs, purge: seconds for a big stack);
+                # only a traversal that stays open for the patience is completed here.
+                if self._progress.stalled(traversal):
+                    self._progress.resent(traversal)
+                    if await self.operations.complete_traversal(stack.id, traversal):
+                        self._rescued(stack, STACK_NODE)
                 continue
-            for node in graph.nodes:
-                if node in done or node == STACK_NODE:
+            if self._progress.stalled(traversal):
+                if await self._resend_ready(stack, traversal, graph, done):
+                    self._progress.resent(traversal)
+            elif nothing_queued and await self._resend_ready(
+                stack, traversal, graph, done, idle=idle
+            ):
+                self._progress.resent(traversal)
+        self._progress.forget_others()
+        self._idle = idle
+
+    async def _resend_ready(
+        self,
+        stack: StackRecord,
+        traversal: str,
+        graph: TraversalGraph,
+        done: set[GraphNode],
+        *,
+        idle: set[tuple[str, GraphNode]] | None = None,
+    ) -> bool:
+        """Send again the ready nodes that no live process holds; whether there was any.
+        With ``idle`` (a traversal that moves, nothing queued): only those found idle by
+        the previous sweep too, and the others are added to ``idle`` for the next."""
+        resent = False
+        for node in graph.nodes:
+            if node in done or node == STACK_NODE:
+                continue
+            if not graph.predecessors_of(node) <= done:
+                continue
+            key = (traversal, node)
+            if key in self.ctx.inflight:
+                continue
+            if idle is not None:
+                idle.add(key)
+                if key not in self._idle:
                     continue
-                if not graph.predecessors_of(node) <= done:
-                    continue
-                key = (traversal, node)
-                if key in self.ctx.inflight:
-                    continue
-                pending_now.add(key)
-                if key in self._last_pending and not await self._claimed_elsewhere(node):
-                    self._rescued(stack, node)
-                    await self.ctx.send_check(stack.id, traversal, node)
-        self._last_pending = pending_now
+            if await self._claimed_elsewhere(node):
+                continue
+            self._rescued(stack, node)
+            await self.ctx.send_check(stack.id, traversal, node)
+            resent = True
+            if idle is not None:
+                idle.discard(key)  # sent again: idle twice more before the next time
+        return resent
 
     async def _claimed_elsewhere(self, node: GraphNode) -> bool:
         """Whether another live engine holds the node's row: it is acting on it."""
         row = await self.ctx.store.get_resource(node.resource_id)
         if row is None or row.engine_id is None or row.engine_id == self.engine_id:
             return False
-        return row.engine_id in self.ctx.live_engines
+        return await self.ctx.claim_stands(row.engine_id)
 
     def _rescued(self, stack: StackRecord, node: GraphNode) -> None:
         self.sweeper_rescues += 1

@@ -14,12 +14,19 @@ from converge.core.heal import HealPolicy
 class EngineSettings:
     # How often each engine looks for ready work that no worker holds (lost messages).
     sweep_interval: float = 2.0
+    # Sweeps in a row that must find a traversal without a new report before its ready
+    # work counts as lost and is sent again (``core.stall``; doubled after each re-send).
+    sweep_patience: int = 2
     # Heartbeat of this engine in the service table; a claim held by an engine whose
     # heartbeat is older than ``engine_stale_after`` is stolen.
     heartbeat_interval: float = 5.0
     engine_stale_after: float = 30.0
     # Resource checks running at once in this process (actions mostly wait on I/O).
     max_concurrent_checks: int = 4096
+    # Work messages a worker process takes from the broker at once (its prefetch); None:
+    # as many as it runs at once (``max_concurrent_checks``), since checks mostly wait
+    # (1,000 two-second waits on 2 workers took 8 rounds at the former fixed 64).
+    work_prefetch: int | None = None
     # Upper bound for one resource action, on top of the stack's timeout (None: none).
     action_timeout: float | None = None
     # Compare updates with observed reality even without ``converge: true``.

@@ -74,6 +74,8 @@ class LoopConnections:
                     self._opened -= 1
                     self._wake_one()
                     raise
+            # A waiter is left in the queue when cancelled (``_wake_one`` skips it there):
+            # removing it would scan a queue that holds thousands of checks at a time.
             waiter = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
             try:
@@ -82,9 +84,6 @@ class LoopConnections:
                 if waiter.done() and not waiter.cancelled():
                     self._wake_one()  # woken, then cancelled: the turn goes to the next
                 raise
-            finally:
-                if waiter in self._waiters:
-                    self._waiters.remove(waiter)
 
     async def _connect(self) -> Connection:
         try:

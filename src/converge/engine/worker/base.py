@@ -40,12 +40,12 @@ class WorkerBase:
         if self._active.get(acting.row_id) is acting:
             del self._active[acting.row_id]
 
-    def _is_held_elsewhere(self, row: ResourceRecord) -> bool:
+    async def _is_held_elsewhere(self, row: ResourceRecord) -> bool:
         if row.engine_id is None:
             return False
         if row.engine_id == self.ctx.engine_id:
             return row.id in self._active
-        return row.engine_id in self.ctx.live_engines
+        return await self.ctx.claim_stands(row.engine_id)
 
 
 @dataclass(eq=False)

@@ -24,7 +24,7 @@ class CleanupPhaseMixin(StepsMixin, ReplacementsMixin):
     async def _cleanup_phase(
         self, stack: StackRecord, graph: TraversalGraph, node: GraphNode, row: ResourceRecord
     ) -> None:
-        if self._is_held_elsewhere(row) or _is_paused(row, stack.current_traversal):
+        if await self._is_held_elsewhere(row) or _is_paused(row, stack.current_traversal):
             return
         is_current = GraphNode(row.id, True) in graph and row.replaced_by is None
         decision = self._cleanup_decision(stack, row, is_current=is_current)
@@ -44,7 +44,7 @@ class CleanupPhaseMixin(StepsMixin, ReplacementsMixin):
         for passed_over in await self._replacements_since(graph, row):
             if passed_over.replaced_by is None:
                 continue  # the replacement that stands for the resource now
-            if self._is_held_elsewhere(passed_over):
+            if await self._is_held_elsewhere(passed_over):
                 return  # its action ends with a retrigger of this traversal
             goes = self._cleanup_decision(stack, passed_over, is_current=False)
             if not await self._remove(stack, graph, node, passed_over, goes, report=False):

@@ -63,7 +63,7 @@ class UpdatePhaseMixin(StepsMixin, ObservingMixin, ReplacementsMixin):
                 stack.id, stack.current_traversal, f"resource {target.name} is not in the template"
             )
             return
-        if self._is_held_elsewhere(target):
+        if await self._is_held_elsewhere(target):
             await self._preempt(stack, target)
             return
         if _is_paused(target, stack.current_traversal):

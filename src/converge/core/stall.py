@@ -1,0 +1,75 @@
+"""When the sweeper may re-send a traversal's ready work: only once the traversal stalls.
+
+A ready node that no worker has reported yet is either queued on the broker, being
+checked, or lost (a process died between committing a report and sending the next check;
+a message was dropped). The sweeper cannot see the broker's queue, but it can see whether
+the traversal moves: while new reports keep arriving, queued work is being done and the
+edge-triggered path is alive, so re-sending would only duplicate the queue. A lost
+trigger leaves its traversal with nothing more to report once the rest of its work is
+done: that traversal goes quiet, and its ready work is re-sent then.
+
+A traversal is *stalled* when ``patience`` sweeps in a row found its count of reported
+nodes unchanged. After a re-send its patience doubles (up to ``longest_patience``), so
+work that was only slow (queued behind other stacks' work, long actions) is not re-sent
+at every sweep; a report brings the patience back to where it started.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class _Watched:
+    reported: int
+    quiet: int  # sweeps in a row that found no new report
+    patience: int  # quiet sweeps before the traversal counts as stalled
+
+
+class StallWatch:
+    """The progress of the traversals one sweeper looks at, sweep after sweep.
+
+    Each sweep calls ``observe`` once per traversal it looks at, then ``forget_others``;
+    ``resent`` after re-sending a stalled traversal's work.
+    """
+
+    def __init__(self, patience: int = 2, longest_patience: int = 32) -> None:
+        if patience < 1 or longest_patience < patience:
+            raise ValueError(
+                f"patience {patience} must be at least 1 and at most the longest "
+                f"patience {longest_patience}"
+            )
+        self.patience = patience
+        self.longest_patience = longest_patience
+        self._watched: dict[str, _Watched] = {}
+        self._seen: set[str] = set()
+
+    def observe(self, traversal: str, reported: int) -> None:
+        """This sweep found ``reported`` nodes of ``traversal`` reported."""
+        self._seen.add(traversal)
+        watched = self._watched.get(traversal)
+        if watched is None:
+            self._watched[traversal] = _Watched(reported, 0, self.patience)
+        elif reported != watched.reported:
+            watched.reported, watched.quiet, watched.patience = reported, 0, self.patience
+        else:
+            watched.quiet += 1
+
+    def stalled(self, traversal: str) -> bool:
+        """Whether the traversal has been quiet for its patience: its ready work may be lost."""
+        watched = self._watched.get(traversal)
+        return watched is not None and watched.quiet >= watched.patience
+
+    def resent(self, traversal: str) -> None:
+        """The stalled traversal's ready work was sent again: wait longer before the next time."""
+        watched = self._watched.get(traversal)
+        if watched is not None:
+            watched.quiet = 0
+            watched.patience = min(watched.patience * 2, self.longest_patience)
+
+    def forget_others(self) -> None:
+        """End of a sweep: drop the traversals it did not look at (finished, another
+        sweeper's share); a traversal seen again later starts afresh."""
+        for traversal in self._watched.keys() - self._seen:
+            del self._watched[traversal]
+        self._seen = set()

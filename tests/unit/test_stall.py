@@ -1,0 +1,79 @@
+"""The sweeper's rule for lost work: a traversal's ready nodes are re-sent only once it has
+made no progress for its patience, and less often each time that changes nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from converge.core.stall import StallWatch
+
+
+def sweep(watch: StallWatch, reported: dict[str, int]) -> set[str]:
+    """One sweep over the traversals (reported count each); the stalled ones."""
+    for traversal, count in reported.items():
+        watch.observe(traversal, count)
+    watch.forget_others()
+    return {t for t in reported if watch.stalled(t)}
+
+
+def test_a_traversal_that_keeps_reporting_never_stalls() -> None:
+    watch = StallWatch(patience=2)
+    assert [sweep(watch, {"t": n}) for n in range(1, 50)] == [set()] * 49
+
+
+def test_a_quiet_traversal_stalls_after_its_patience() -> None:
+    watch = StallWatch(patience=2)
+    assert sweep(watch, {"t": 5}) == set()  # first seen: nothing to compare with
+    assert sweep(watch, {"t": 5}) == set()  # quiet once
+    assert sweep(watch, {"t": 5}) == {"t"}  # quiet twice: stalled
+
+
+def test_a_report_resets_the_wait() -> None:
+    watch = StallWatch(patience=2)
+    sweep(watch, {"t": 5})
+    sweep(watch, {"t": 5})
+    assert sweep(watch, {"t": 6}) == set()
+    assert sweep(watch, {"t": 6}) == set()
+    assert sweep(watch, {"t": 6}) == {"t"}
+
+
+def test_after_a_resend_the_patience_doubles_up_to_the_longest() -> None:
+    watch = StallWatch(patience=1, longest_patience=4)
+    stalls = []
+    sweep(watch, {"t": 0})
+    for number in range(1, 20):
+        if sweep(watch, {"t": 0}):
+            stalls.append(number)
+            watch.resent("t")
+    # patience 1, 2, 4, then 4 again: the re-sends get sparse but never stop
+    assert stalls == [1, 3, 7, 11, 15, 19]
+
+
+def test_progress_after_a_resend_brings_the_patience_back() -> None:
+    watch = StallWatch(patience=1, longest_patience=8)
+    sweep(watch, {"t": 0})
+    assert sweep(watch, {"t": 0}) == {"t"}
+    watch.resent("t")
+    assert sweep(watch, {"t": 0}) == set()  # patience now 2
+    assert sweep(watch, {"t": 1}) == set()  # a report: patience 1 again
+    assert sweep(watch, {"t": 1}) == {"t"}
+
+
+def test_traversals_are_watched_apart() -> None:
+    watch = StallWatch(patience=1)
+    sweep(watch, {"moving": 0, "quiet": 0})
+    assert sweep(watch, {"moving": 1, "quiet": 0}) == {"quiet"}
+
+
+def test_a_traversal_not_looked_at_starts_afresh() -> None:
+    watch = StallWatch(patience=1)
+    sweep(watch, {"t": 3})
+    sweep(watch, {})  # finished, or another sweeper's share for a while
+    assert sweep(watch, {"t": 3}) == set()
+    assert sweep(watch, {"t": 3}) == {"t"}
+
+
+@pytest.mark.parametrize(("patience", "longest"), [(0, 4), (3, 2)])
+def test_patience_must_make_sense(patience: int, longest: int) -> None:
+    with pytest.raises(ValueError, match="patience"):
+        StallWatch(patience=patience, longest_patience=longest)
