@@ -86,6 +86,11 @@ class Engine:
         # completed): each one is a trigger the edge-triggered path lost. Zero in a healthy
         # run; tests assert it, operators can watch it.
         self.sweeper_rescues = 0
+        # Checks this process started itself after a finish (``EngineContext.hand_on``)
+        # rather than through the bus.
+        self.continued_checks = 0
+        if "worker" in self.roles:
+            self.ctx.check_here = self._check_here
         # The live engines that share the sweeping (this one, if an engine), by heartbeat.
         self.sweepers: frozenset[str] = frozenset(
             {self.ctx.engine_id} if "engine" in self.roles else ()
@@ -165,6 +170,19 @@ class Engine:
             dropped: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             dropped.set_result(None)
             return dropped
+        return self._start_check(message)
+
+    def _check_here(self, message: CheckResource) -> bool:
+        """Start a check that a finish here made ready (local continuation), if this
+        process takes work and has room for it: fewer checks started than it runs at
+        once, so the check does not queue behind work the broker could give another."""
+        if not self._started or len(self._checks) >= self.ctx.settings.max_concurrent_checks:
+            return False
+        self.continued_checks += 1
+        self._start_check(message)
+        return True
+
+    def _start_check(self, message: CheckResource) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(self._run_check(message))
         self._checks.add(task)
         task.add_done_callback(self._checks.discard)

@@ -23,6 +23,10 @@ class EngineSettings:
     engine_stale_after: float = 30.0
     # Resource checks running at once in this process (actions mostly wait on I/O).
     max_concurrent_checks: int = 4096
+    # Local continuation: a worker whose finish makes successors ready checks one of them
+    # itself (room permitting, and not bound to another host) instead of sending it
+    # through the bus and waiting for some worker to receive it; the rest are sent.
+    continue_locally: bool = True
     # Upper bound for one resource action, on top of the stack's timeout (None: none).
     action_timeout: float | None = None
     # Compare updates with observed reality even without ``converge: true``.
