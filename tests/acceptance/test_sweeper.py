@@ -45,7 +45,9 @@ async def test_lost_messages_are_resent(
 ) -> None:
     store = SqlStore.open(sqlite_url(tmp_path / "s.db"))
     bus = LossyBus()
-    engine = Engine(store, bus, registry=registry, settings=EngineSettings(sweep_interval=0.05))
+    # Every link through the bus (no local continuation), so the bus can lose some.
+    settings = EngineSettings(sweep_interval=0.05, continue_locally=False)
+    engine = Engine(store, bus, registry=registry, settings=settings)
     await engine.start()
     try:
         cv = Converge(engine)

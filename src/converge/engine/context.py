@@ -120,9 +120,7 @@ class EngineContext:
         message = CheckResource(stack_id, traversal_id, node.resource_id, node.is_update)
         await self.bus.send_work(message.to_dict(), host=host)
 
-    async def hand_on(
-        self, stack_id: str, traversal_id: str, ready: Iterable[GraphNode]
-    ) -> None:
+    async def hand_on(self, stack_id: str, traversal_id: str, ready: Iterable[GraphNode]) -> None:
         """Start the checks of the nodes a finish made ready: one of them in this process
         (local continuation: a chain's next link skips the broker's round trip and another
         worker's wake-up), the others through the bus, so a fan-out is still spread over
