@@ -142,3 +142,21 @@ async def test_a_continued_check_lost_with_its_worker_is_rescued_by_the_sweeper(
         assert engine.sweeper_rescues >= 1
         # Each thing made once: the rescue re-sent the lost check, nothing ran twice.
         assert names(reality) == ["a", "b", "c"]
+
+
+async def test_a_stopping_worker_hands_its_unfinished_continued_checks_back_to_the_bus(
+    database_url: str, registry: PluginRegistry
+) -> None:
+    """As the broker gives back a stopping worker's unacknowledged messages: the checks it
+    continued and has not finished go out for another worker, not to the sweeper."""
+    bus = CountingBus()
+    async with running(database_url, registry, bus) as engine:
+        stack = await Converge(engine).create_stack("chain", CHAIN)
+        record = await engine.ctx.store.get_stack(stack.id)
+        row = (await engine.ctx.store.list_resources(stack.id))[0]
+        message = CheckResource(stack.id, record.current_traversal, row.id, True)
+        bus.sent.clear()
+        assert engine.ctx.check_here is not None
+        assert engine.ctx.check_here(message)
+        # Stopped before the continued check finished.
+    assert bus.sent == [message.to_dict()]

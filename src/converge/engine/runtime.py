@@ -89,6 +89,7 @@ class Engine:
         # Checks this process started itself after a finish (``EngineContext.hand_on``)
         # rather than through the bus.
         self.continued_checks = 0
+        self._continued: dict[asyncio.Task[None], CheckResource] = {}
         if "worker" in self.roles:
             self.ctx.check_here = self._check_here
         # The live engines that share the sweeping (this one, if an engine), by heartbeat.
@@ -137,6 +138,7 @@ class Engine:
         if not self._started:
             return
         self._started = False
+        await self._hand_back_continued()
         await self.ctx.bus.close()
         tasks = [*self._loops, *self._checks]
         for task in tasks:
@@ -179,7 +181,9 @@ class Engine:
         if not self._started or len(self._checks) >= self.ctx.settings.max_concurrent_checks:
             return False
         self.continued_checks += 1
-        self._start_check(message)
+        task = self._start_check(message)
+        self._continued[task] = message
+        task.add_done_callback(self._continued.pop)
         return True
 
     def _start_check(self, message: CheckResource) -> asyncio.Task[None]:
@@ -208,6 +212,17 @@ class Engine:
             log.exception("check crashed", extra={"node": str(node)})
         finally:
             self.ctx.inflight.discard((message.traversal_id, node))
+
+    async def _hand_back_continued(self) -> None:
+        """Send the continued checks this process has not finished through the bus
+        before it stops, as the broker gives back its unacknowledged messages: another
+        worker takes them now rather than the sweeper once the traversal stalls."""
+        for message in list(self._continued.values()):
+            node = GraphNode(message.resource_id, message.is_update)
+            try:
+                await self.ctx.send_check(message.stack_id, message.traversal_id, node)
+            except ConvergeError as exc:  # the stack is gone: nothing left to check
+                log.info("continued check dropped", extra={"node": str(node), "error": str(exc)})
 
     def _check_again_later(self, message: CheckResource, attempt: int) -> None:
         """A check the database cut short may have left this process's claim in its row;
