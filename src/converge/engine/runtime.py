@@ -217,7 +217,8 @@ class Engine:
         """Send the continued checks this process has not finished through the bus
         before it stops, as the broker gives back its unacknowledged messages: another
         worker takes them now rather than the sweeper once the traversal stalls."""
-        for message in list(self._continued.values()):
+        unfinished = [m for task, m in self._continued.items() if not task.done()]
+        for message in unfinished:
             node = GraphNode(message.resource_id, message.is_update)
             try:
                 await self.ctx.send_check(message.stack_id, message.traversal_id, node)
