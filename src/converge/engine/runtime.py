@@ -90,6 +90,8 @@ class Engine:
         # rather than through the bus.
         self.continued_checks = 0
         self._continued: dict[asyncio.Task[None], CheckResource] = {}
+        # The other live processes with the worker role, as of the last heartbeat.
+        self._live_workers: set[str] = set()
         if "worker" in self.roles:
             self.ctx.check_here = self._check_here
         # The live engines that share the sweeping (this one, if an engine), by heartbeat.
@@ -353,12 +355,19 @@ class Engine:
     async def _refresh_live_engines(self) -> None:
         """Who is alive: whose claims stand (any role) and who shares the sweeping (the
         engines)."""
-        alive = await liveness.live_services(
+        alive, dead = await liveness.services_by_life(
             self.ctx.store,
             self.engine_id,
             self.ctx.clock.now(),
             self.ctx.settings.engine_stale_after,
         )
+        died = {s.engine_id for s in dead} & self._live_workers
+        self._live_workers = {s.engine_id for s in alive if "worker" in s.roles}
+        if died:
+            # The checks it continued itself had no message on the broker to come back:
+            # its traversals' ready work is re-sent at the next sweep, not after a stall.
+            log.info("a worker died: its work is re-sent", extra={"engine_ids": sorted(died)})
+            self._progress.suspect_all()
         self.ctx.live_engines = {self.engine_id, *(s.engine_id for s in alive)}
         mine = {self.engine_id} if "engine" in self.roles else set()
         self.sweepers = frozenset({*mine, *(s.engine_id for s in alive if "engine" in s.roles)})
