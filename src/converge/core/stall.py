@@ -65,12 +65,11 @@ class StallWatch:
 
     def resent(self, traversal: str) -> None:
         """The stalled traversal's ready work was sent again: wait longer before the next time."""
-        if traversal in self._suspected:
-            return  # sent because a worker died, not because it was slow: same patience
         watched = self._watched.get(traversal)
         if watched is not None:
             watched.quiet = 0
-            watched.patience = min(watched.patience * 2, self.longest_patience)
+            if traversal not in self._suspected:  # sent because it was slow, not a death
+                watched.patience = min(watched.patience * 2, self.longest_patience)
 
     def suspect_all(self) -> None:
         """A worker died: the checks it held (continued ones have no message the broker

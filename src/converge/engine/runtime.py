@@ -290,6 +290,11 @@ class Engine:
         """
         if self.engine_id not in self.sweepers:
             return  # a process without the engine role has no share
+        # Who is alive, as of now rather than the last heartbeat: a worker that died is
+        # noticed at this sweep, and the work it held is re-sent here.
+        await self._refresh_live_engines()
+        if self.engine_id not in self.sweepers:
+            return
         stacks = await self.ctx.store.list_stacks(None)
         for stack in stacks:
             if stack.status != Status.IN_PROGRESS or not stack.current_traversal:
