@@ -130,9 +130,12 @@ class EngineContext:
         first, so a process that dies before the continued check stores its result leaves
         the node ready and unclaimed, and the sweeper sends it again.
         """
+        nodes = list(ready)
+        if not nodes:
+            return
         graph = await self.graph(stack_id, traversal_id)
         continued = self.check_here is None or not self.settings.continue_locally
-        for node in ready:
+        for node in nodes:
             host = graph.host_of(node) if graph is not None else None
             message = CheckResource(stack_id, traversal_id, node.resource_id, node.is_update)
             if not continued and host in (None, self.host):
