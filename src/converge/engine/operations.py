@@ -371,9 +371,9 @@ class StackOperations:
             await self.ctx.store.mark_stack_deleted(stack_id)
         log.info("traversal complete", extra={"stack": done.name, "state": done.state})
         self._signal(stack_id)
-        return True
         if done.action != Action.CHECK:  # a check made nothing new to watch
             await self._announce_settled(stack_id)
+        return True
 
     async def fail_traversal(self, stack_id: str, traversal_id: str, reason: str) -> None:
         """Mark the stack FAILED (if the traversal is still current) and roll back if enabled."""
