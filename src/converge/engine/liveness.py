@@ -64,19 +64,8 @@ async def live_services(
     claims, leases and shares are taken over now rather than when their heartbeat goes
     stale.
     """
-    alive, _ = await services_by_life(store, me, now, stale_after)
-    return alive
-
-
-async def services_by_life(
-    store: Store, me: str, now: float, stale_after: float
-) -> tuple[list[ServiceRecord], list[ServiceRecord]]:
-    """The other processes, (alive, dead), as ``live_services`` tells them apart: dead
-    are the processes of this host that are gone (their rows removed on the way) and
-    those whose heartbeat is stale. A process that stopped took its row with it."""
     host = host_name()
     alive: list[ServiceRecord] = []
-    dead: list[ServiceRecord] = []
     for service in await store.list_services():
         if service.engine_id == me:
             continue
@@ -86,9 +75,6 @@ async def services_by_life(
                 extra={"engine_id": service.engine_id, "pid": service.pid},
             )
             await store.remove_service(service.engine_id)
-            dead.append(service)
         elif service.heartbeat_at > now - stale_after:
             alive.append(service)
-        else:
-            dead.append(service)
-    return alive, dead
+    return alive

@@ -360,18 +360,21 @@ class Engine:
     async def _refresh_live_engines(self) -> None:
         """Who is alive: whose claims stand (any role) and who shares the sweeping (the
         engines)."""
-        alive, dead = await liveness.services_by_life(
+        alive = await liveness.live_services(
             self.ctx.store,
             self.engine_id,
             self.ctx.clock.now(),
             self.ctx.settings.engine_stale_after,
         )
-        died = {s.engine_id for s in dead} & self._live_workers
-        self._live_workers = {s.engine_id for s in alive if "worker" in s.roles}
-        if died:
+        workers = {s.engine_id for s in alive if "worker" in s.roles}
+        # Gone since the last look: dead, or its row already removed by another process
+        # that found it dead (a worker that stopped sent its continued checks back).
+        gone = self._live_workers - workers
+        self._live_workers = workers
+        if gone:
             # The checks it continued itself had no message on the broker to come back:
             # its traversals' ready work is re-sent at the next sweep, not after a stall.
-            log.info("a worker died: its work is re-sent", extra={"engine_ids": sorted(died)})
+            log.info("a worker is gone: its work is re-sent", extra={"engine_ids": sorted(gone)})
             self._progress.suspect_all()
         self.ctx.live_engines = {self.engine_id, *(s.engine_id for s in alive)}
         mine = {self.engine_id} if "engine" in self.roles else set()
