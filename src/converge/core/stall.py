@@ -72,7 +72,7 @@ class StallWatch:
                 watched.patience = min(watched.patience * 2, self.longest_patience)
 
     def suspect_all(self) -> None:
-        """A worker died: the checks it held (continued ones have no message the broker
+        """A worker is gone: the checks it held (continued ones have no message the broker
         could give back) are lost, so every traversal watched counts as stalled, even
         while it moves, until the end of the next sweep (``forget_others``)."""
         self._suspected |= self._watched.keys()
