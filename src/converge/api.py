@@ -1173,8 +1173,6 @@ def _amqp_bus(url: str, namespace: str, settings: EngineSettings) -> Bus:
         raise InvalidRequest(
             f"a broker URL needs the RabbitMQ bus: pip install 'converge[rabbitmq]' ({exc})"
         ) from exc
-    # A worker takes from the broker as many checks as it runs at once: most wait on I/O,
-    # so a smaller prefetch leaves the process idle while the queue is full.
-    return AmqpBus(
-        url, namespace=namespace, host=settings.host, prefetch=settings.max_concurrent_checks
-    )
+    wanted = settings.work_prefetch or settings.max_concurrent_checks
+    prefetch = min(wanted, settings.max_concurrent_checks)
+    return AmqpBus(url, namespace=namespace, host=settings.host, prefetch=prefetch)

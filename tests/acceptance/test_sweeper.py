@@ -86,6 +86,9 @@ class QueueBus(LocalBus):
     async def send_work(self, message: dict[str, Any], *, host: str | None = None) -> None:
         self.queue.append(message)
 
+    async def queued_work(self) -> int | None:
+        return len(self.queue)
+
 
 async def test_queued_work_is_not_resent_while_its_traversal_moves_but_a_lost_check_is(
     tmp_path: Path, registry: PluginRegistry, reality: Reality
@@ -107,15 +110,16 @@ async def test_queued_work_is_not_resent_while_its_traversal_moves_but_a_lost_ch
         stack = await Converge(engine).create_stack("queued", SIX, wait=False)
         assert len(queue) == 6
         lost = queue.pop(3)
-        while queue:  # one check done between every two sweeps: the traversal moves
-            await worker._on_work(queue.pop(0))
+        while queue:  # work queued, one check done between every two sweeps: left alone
             for _ in range(settings.sweep_patience):
                 await engine.sweep()
+            await worker._on_work(queue.pop(0))
         assert engine.sweeper_rescues == 0
 
-        # Nothing more can be reported: the traversal stalls, and the lost check is re-sent.
-        for _ in range(settings.sweep_patience + 1):
-            await engine.sweep()
+        # Nothing queued any more: the ready node idle at two sweeps in a row was lost.
+        await engine.sweep()
+        assert queue == []
+        await engine.sweep()
         assert queue == [lost]
         assert engine.sweeper_rescues == 1
         await worker._on_work(queue.pop())

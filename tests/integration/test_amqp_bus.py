@@ -219,12 +219,13 @@ async def test_work_in_progress_outlives_a_dropped_link(
 async def test_a_worker_holds_as_many_messages_as_it_runs_checks_at_once(
     rabbitmq_url: str, namespace: str, buses: Callable[..., AmqpBus]
 ) -> None:
-    """The bus a process opens takes from the broker ``max_concurrent_checks`` messages
-    at once: checks waiting on I/O do not leave the process idle while the queue is full."""
+    """The bus a process opens takes ``work_prefetch`` messages from the broker at once,
+    never more than it runs checks at once."""
     from converge.api import _amqp_bus
     from converge.engine.settings import EngineSettings
 
-    bus = _amqp_bus(rabbitmq_url, namespace, EngineSettings(max_concurrent_checks=3, host="h1"))
+    settings = EngineSettings(max_concurrent_checks=3, work_prefetch=1000, host="h1")
+    bus = _amqp_bus(rabbitmq_url, namespace, settings)
     assert isinstance(bus, AmqpBus)
     release = asyncio.Event()
     started: list[int] = []

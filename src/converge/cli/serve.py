@@ -67,8 +67,16 @@ def _parse_roles(ctx: click.Context, param: click.Parameter, value: str) -> tupl
     type=click.IntRange(min=1),
     default=None,
     metavar="N",
-    help="Resource checks a worker process runs at once, and so takes from the broker at "
-    f"once (default {EngineSettings().max_concurrent_checks}: most checks wait on I/O).",
+    help="Resource checks a worker process runs at once "
+    f"(default {EngineSettings().max_concurrent_checks}: most checks wait on I/O).",
+)
+@click.option(
+    "--prefetch",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Work messages a worker process takes from the broker at once (default: as many "
+    "as it runs at once, --concurrency).",
 )
 @click.option("--parent-pid", type=int, hidden=True)
 @click.option(
@@ -93,6 +101,7 @@ def serve(
     roles: tuple[str, ...],
     workers: int,
     concurrency: int | None,
+    prefetch: int | None,
     parent_pid: int | None,
     recheck: float,
     interval: float | None,
@@ -130,6 +139,8 @@ def serve(
             settings = dataclasses.replace(settings, observe_interval=interval)
         if concurrency is not None:
             settings = dataclasses.replace(settings, max_concurrent_checks=concurrency)
+        if prefetch is not None:
+            settings = dataclasses.replace(settings, work_prefetch=prefetch)
         if api is not None and not local_types:
             # Templates from the network must not touch this machine's files and processes.
             settings = dataclasses.replace(settings, enable_local_types=False)
@@ -154,7 +165,12 @@ def serve(
                     pool = WorkerPool(
                         workers,
                         _worker_environment(state, broker),
-                        worker_options(concurrency=concurrency, debug=debug, log_json=log_json),
+                        worker_options(
+                            concurrency=concurrency,
+                            prefetch=prefetch,
+                            debug=debug,
+                            log_json=log_json,
+                        ),
                     )
                     running.push_async_callback(pool.stop)
                     await pool.start()
@@ -181,10 +197,13 @@ def serve(
     run_command(body, debug=debug, log_json=log_json)
 
 
-def worker_options(*, concurrency: int | None, debug: bool, log_json: bool) -> list[str]:
+def worker_options(
+    *, concurrency: int | None, prefetch: int | None, debug: bool, log_json: bool
+) -> list[str]:
     """The options of serve that its worker processes run with too."""
     return [
         *(["--concurrency", str(concurrency)] if concurrency is not None else []),
+        *(["--prefetch", str(prefetch)] if prefetch is not None else []),
         *(["--debug"] if debug else []),
         *(["--log-json"] if log_json else []),
     ]

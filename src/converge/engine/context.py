@@ -18,6 +18,7 @@ from converge.core.template import (
     template_from_data,
 )
 from converge.core.traversal import GraphNode, TraversalGraph
+from converge.engine import liveness
 from converge.engine.cache import AsyncLru
 from converge.engine.settings import EngineSettings
 from converge.errors import ConvergeError
@@ -111,6 +112,19 @@ class EngineContext:
         """The host a new resource of this type is bound to: this one, or None (any)."""
         bound = type_name in self.registry and self.registry.plugin(type_name).bound_to_host
         return self.host if bound else None
+
+    async def claim_stands(self, engine_id: str) -> bool:
+        """Whether a row claimed by ``engine_id`` is held by a live process. One not alive at
+        this process's last heartbeat is looked up again first: a process started since
+        (a worker restarted, which takes a prefetch's worth of work at once) is alive, and
+        taking its claims over would run two actions on one resource."""
+        if engine_id in self.live_engines:
+            return True
+        alive = await liveness.live_services(
+            self.store, self.engine_id, self.clock.now(), self.settings.engine_stale_after
+        )
+        self.live_engines = {self.engine_id, *(s.engine_id for s in alive)}
+        return engine_id in self.live_engines
 
     async def send_check(self, stack_id: str, traversal_id: str, node: GraphNode) -> None:
         """Queue a check of ``node``: for a resource bound to a host, on that host's queue

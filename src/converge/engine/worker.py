@@ -131,7 +131,7 @@ class Worker:
                 stack.id, stack.current_traversal, f"resource {target.name} is not in the template"
             )
             return
-        if self._is_held_elsewhere(target):
+        if await self._is_held_elsewhere(target):
             await self._preempt(stack, target)
             return
         if _is_paused(target, stack.current_traversal):
@@ -542,7 +542,7 @@ class Worker:
     async def _cleanup_phase(
         self, stack: StackRecord, graph: TraversalGraph, node: GraphNode, row: ResourceRecord
     ) -> None:
-        if self._is_held_elsewhere(row) or _is_paused(row, stack.current_traversal):
+        if await self._is_held_elsewhere(row) or _is_paused(row, stack.current_traversal):
             return
         is_current = GraphNode(row.id, True) in graph and row.replaced_by is None
         decision = self._cleanup_decision(stack, row, is_current=is_current)
@@ -562,7 +562,7 @@ class Worker:
         for passed_over in await self._replacements_since(graph, row):
             if passed_over.replaced_by is None:
                 continue  # the replacement that stands for the resource now
-            if self._is_held_elsewhere(passed_over):
+            if await self._is_held_elsewhere(passed_over):
                 return  # its action ends with a retrigger of this traversal
             goes = self._cleanup_decision(stack, passed_over, is_current=False)
             if not await self._remove(stack, graph, node, passed_over, goes, report=False):
@@ -942,12 +942,12 @@ class Worker:
         if self._active.get(acting.row_id) is acting:
             del self._active[acting.row_id]
 
-    def _is_held_elsewhere(self, row: ResourceRecord) -> bool:
+    async def _is_held_elsewhere(self, row: ResourceRecord) -> bool:
         if row.engine_id is None:
             return False
         if row.engine_id == self.ctx.engine_id:
             return row.id in self._active
-        return row.engine_id in self.ctx.live_engines
+        return await self.ctx.claim_stands(row.engine_id)
 
 
 @dataclass(eq=False)

@@ -72,17 +72,20 @@ def test_a_database_url_allows_only_the_roots_it_is_given(
     assert embedded_settings(str(tmp_path / "s.db")).allowed_roots == (tmp_path,)
 
 
-def test_concurrency_is_at_least_one() -> None:
-    code, output = _run("serve", "--concurrency", "0", "--broker", BROKER)
-    assert code == 2 and "--concurrency" in output
+@pytest.mark.parametrize("option", ["--concurrency", "--prefetch"])
+def test_concurrency_and_prefetch_are_at_least_one(option: str) -> None:
+    code, output = _run("serve", option, "0", "--broker", BROKER)
+    assert code == 2 and option in output
 
 
 def test_worker_processes_run_with_serve_s_concurrency() -> None:
     from converge.cli.serve import worker_options
 
-    assert worker_options(concurrency=200, debug=True, log_json=False) == [
+    assert worker_options(concurrency=200, prefetch=100, debug=True, log_json=False) == [
         "--concurrency",
         "200",
+        "--prefetch",
+        "100",
         "--debug",
     ]
-    assert worker_options(concurrency=None, debug=False, log_json=False) == []
+    assert worker_options(concurrency=None, prefetch=None, debug=False, log_json=False) == []
