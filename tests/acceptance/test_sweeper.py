@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,9 @@ async def test_lost_messages_are_resent(
 ) -> None:
     store = SqlStore.open(sqlite_url(tmp_path / "s.db"))
     bus = LossyBus()
-    engine = Engine(store, bus, registry=registry, settings=EngineSettings(sweep_interval=0.05))
+    # Every link through the bus (no local continuation), so the bus can lose some.
+    settings = EngineSettings(sweep_interval=0.05, continue_locally=False)
+    engine = Engine(store, bus, registry=registry, settings=settings)
     await engine.start()
     try:
         cv = Converge(engine)
@@ -120,6 +123,45 @@ async def test_queued_work_is_not_resent_while_its_traversal_moves_but_a_lost_ch
         assert queue == [lost]
         assert engine.sweeper_rescues == 1
         await worker._on_work(queue.pop())
+        record = await stores[0].get_stack(stack.id)
+        assert (record.action, record.status) == ("CREATE", "COMPLETE")
+        assert len(reality.actions("create")) == 6
+    finally:
+        await worker.stop()
+        await engine.stop()
+        for store in stores:
+            await store.close()
+
+
+async def test_a_dead_workers_work_is_resent_at_the_next_sweep_though_its_traversal_moves(
+    tmp_path: Path, registry: PluginRegistry, reality: Reality
+) -> None:
+    """A worker that dies takes the checks it continued itself with it (no message the
+    broker could give back): once the sweeper sees its heartbeat stop, it re-sends the
+    ready work of its traversals at once instead of waiting for them to stall."""
+    queue: list[dict[str, Any]] = []
+    settings = EngineSettings(sweep_interval=3600.0, heartbeat_interval=3600.0)
+    stores = [SqlStore.open(sqlite_url(tmp_path / "s.db")) for _ in range(2)]
+    engine, worker = (
+        Engine(store, QueueBus(queue), registry=registry, settings=settings, roles=(role,))
+        for store, role in zip(stores, ("engine", "worker"), strict=True)
+    )
+    await engine.start()
+    await worker.start()
+    try:
+        await engine._refresh_live_engines()  # the sweeper knows the worker alive
+        stack = await Converge(engine).create_stack("died", SIX, wait=False)
+        lost = queue.pop(3)  # taken by the worker, which dies with it
+        for _ in range(2):  # the traversal moves
+            await worker._on_work(queue.pop(0))
+            await engine.sweep()
+        assert engine.sweeper_rescues == 0
+        await stores[1].heartbeat(worker.engine_id, time.time() - 1000)  # it died
+        await engine._refresh_live_engines()
+        await engine.sweep()
+        assert lost in queue
+        while queue:
+            await worker._on_work(queue.pop(0))
         record = await stores[0].get_stack(stack.id)
         assert (record.action, record.status) == ("CREATE", "COMPLETE")
         assert len(reality.actions("create")) == 6

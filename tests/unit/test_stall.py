@@ -77,3 +77,25 @@ def test_a_traversal_not_looked_at_starts_afresh() -> None:
 def test_patience_must_make_sense(patience: int, longest: int) -> None:
     with pytest.raises(ValueError, match="patience"):
         StallWatch(patience=patience, longest_patience=longest)
+
+
+def test_after_a_worker_died_every_traversal_is_stalled_for_one_sweep() -> None:
+    """Checks a worker continued itself have no message to come back when it dies: the
+    next sweep re-sends ready work even of a traversal that moves, then the rule is back."""
+    watch = StallWatch(patience=2)
+    watch.observe("moving", 5)
+    watch.observe("quiet", 7)
+    watch.forget_others()
+    watch.suspect_all()
+    # The next sweep (in the engine's order: observe, ask, then forget the others).
+    watch.observe("moving", 6)
+    watch.observe("quiet", 7)
+    assert watch.stalled("moving") and watch.stalled("quiet")
+    watch.resent("moving")
+    watch.forget_others()
+    # The sweep after: moving again, not stalled; the re-send did not double its patience.
+    watch.observe("moving", 7)
+    assert not watch.stalled("moving")
+    watch.observe("moving", 7)
+    watch.observe("moving", 7)
+    assert watch.stalled("moving")  # two quiet sweeps: its patience is still 2

@@ -43,6 +43,7 @@ class StallWatch:
         self.longest_patience = longest_patience
         self._watched: dict[str, _Watched] = {}
         self._seen: set[str] = set()
+        self._suspected: set[str] = set()
 
     def observe(self, traversal: str, reported: int) -> None:
         """This sweep found ``reported`` nodes of ``traversal`` reported."""
@@ -57,6 +58,8 @@ class StallWatch:
 
     def stalled(self, traversal: str) -> bool:
         """Whether the traversal has been quiet for its patience: its ready work may be lost."""
+        if traversal in self._suspected:
+            return True
         watched = self._watched.get(traversal)
         return watched is not None and watched.quiet >= watched.patience
 
@@ -65,11 +68,19 @@ class StallWatch:
         watched = self._watched.get(traversal)
         if watched is not None:
             watched.quiet = 0
-            watched.patience = min(watched.patience * 2, self.longest_patience)
+            if traversal not in self._suspected:  # sent because it was slow, not a death
+                watched.patience = min(watched.patience * 2, self.longest_patience)
+
+    def suspect_all(self) -> None:
+        """A worker is gone: the checks it held (continued ones have no message the broker
+        could give back) are lost, so every traversal watched counts as stalled, even
+        while it moves, until the end of the next sweep (``forget_others``)."""
+        self._suspected |= self._watched.keys()
 
     def forget_others(self) -> None:
         """End of a sweep: drop the traversals it did not look at (finished, another
         sweeper's share); a traversal seen again later starts afresh."""
         for traversal in self._watched.keys() - self._seen:
             del self._watched[traversal]
+        self._suspected = set()
         self._seen = set()

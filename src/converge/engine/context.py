@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +54,9 @@ class EngineContext:
     live_engines: set[str] = field(default_factory=set)
     # This machine, for resources bound to their host (``ResourcePlugin.bound_to_host``).
     host: str = ""
+    # Starts a check in this process if it has room for one more (True), instead of a
+    # message through the bus: set by an engine with the worker role (``hand_on``).
+    check_here: Callable[[CheckResource], bool] | None = None
 
     def __post_init__(self) -> None:
         self.definitions: AsyncLru[int, StackDefinition] = AsyncLru(self._load_definition, 32)
@@ -130,6 +133,31 @@ class EngineContext:
         host = graph.host_of(node) if graph is not None else None
         message = CheckResource(stack_id, traversal_id, node.resource_id, node.is_update)
         await self.bus.send_work(message.to_dict(), host=host)
+
+    async def hand_on(self, stack_id: str, traversal_id: str, ready: Iterable[GraphNode]) -> None:
+        """Start the checks of the nodes a finish made ready: one of them in this process
+        (local continuation: a chain's next link skips the broker's round trip and another
+        worker's wake-up), the others through the bus, so a fan-out is still spread over
+        the workers. A node bound to another host is always sent to that host's queue.
+
+        Crash safety is a lost message's: the finish that made the node ready is committed
+        first, so a process that dies before the continued check stores its result leaves
+        the node ready and unclaimed, and the sweeper sends it again.
+        """
+        nodes = list(ready)
+        if not nodes:
+            return
+        graph = await self.graph(stack_id, traversal_id)
+        continued = self.check_here is None or not self.settings.continue_locally
+        for node in nodes:
+            host = graph.host_of(node) if graph is not None else None
+            message = CheckResource(stack_id, traversal_id, node.resource_id, node.is_update)
+            if not continued and host in (None, self.host):
+                assert self.check_here is not None
+                continued = self.check_here(message)
+                if continued:
+                    continue
+            await self.bus.send_work(message.to_dict(), host=host)
 
     async def send_checks(
         self, stack_id: str, traversal_id: str, nodes: Iterable[GraphNode]

@@ -88,6 +88,14 @@ class Engine:
         # completed): each one is a trigger the edge-triggered path lost. Zero in a healthy
         # run; tests assert it, operators can watch it.
         self.sweeper_rescues = 0
+        # Checks this process started itself after a finish (``EngineContext.hand_on``)
+        # rather than through the bus.
+        self.continued_checks = 0
+        self._continued: dict[asyncio.Task[None], CheckResource] = {}
+        # The other live processes with the worker role, as of the last heartbeat.
+        self._live_workers: set[str] = set()
+        if "worker" in self.roles:
+            self.ctx.check_here = self._check_here
         # The live engines that share the sweeping (this one, if an engine), by heartbeat.
         self.sweepers: frozenset[str] = frozenset(
             {self.ctx.engine_id} if "engine" in self.roles else ()
@@ -135,6 +143,7 @@ class Engine:
         if not self._started:
             return
         self._started = False
+        await self._hand_back_continued()
         await self.ctx.bus.close()
         tasks = [*self._loops, *self._checks]
         for task in tasks:
@@ -168,6 +177,21 @@ class Engine:
             dropped: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             dropped.set_result(None)
             return dropped
+        return self._start_check(message)
+
+    def _check_here(self, message: CheckResource) -> bool:
+        """Start a check that a finish here made ready (local continuation), if this
+        process takes work and has room for it: fewer checks started than it runs at
+        once, so the check does not queue behind work the broker could give another."""
+        if not self._started or len(self._checks) >= self.ctx.settings.max_concurrent_checks:
+            return False
+        self.continued_checks += 1
+        task = self._start_check(message)
+        self._continued[task] = message
+        task.add_done_callback(self._continued.pop)
+        return True
+
+    def _start_check(self, message: CheckResource) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(self._run_check(message))
         self._checks.add(task)
         task.add_done_callback(self._checks.discard)
@@ -193,6 +217,18 @@ class Engine:
             log.exception("check crashed", extra={"node": str(node)})
         finally:
             self.ctx.inflight.discard((message.traversal_id, node))
+
+    async def _hand_back_continued(self) -> None:
+        """Send the continued checks this process has not finished through the bus
+        before it stops, as the broker gives back its unacknowledged messages: another
+        worker takes them now rather than the sweeper once the traversal stalls."""
+        unfinished = [m for task, m in self._continued.items() if not task.done()]
+        for message in unfinished:
+            node = GraphNode(message.resource_id, message.is_update)
+            try:
+                await self.ctx.send_check(message.stack_id, message.traversal_id, node)
+            except ConvergeError as exc:  # the stack is gone: nothing left to check
+                log.info("continued check dropped", extra={"node": str(node), "error": str(exc)})
 
     def _check_again_later(self, message: CheckResource, attempt: int) -> None:
         """A check the database cut short may have left this process's claim in its row;
@@ -257,6 +293,11 @@ class Engine:
         """
         if self.engine_id not in self.sweepers:
             return  # a process without the engine role has no share
+        # Who is alive, as of now rather than the last heartbeat: a worker that died is
+        # noticed at this sweep, and the work it held is re-sent here.
+        await self._refresh_live_engines()
+        if self.engine_id not in self.sweepers:
+            return
         # Nothing queued on the broker: ready work that no process holds and that was
         # already idle at the previous sweep is lost, even in a traversal that moves.
         nothing_queued = await self.ctx.bus.queued_work() == 0
@@ -353,6 +394,16 @@ class Engine:
             self.ctx.settings.engine_stale_after,
             host=self.ctx.host,
         )
+        workers = {s.engine_id for s in alive if "worker" in s.roles}
+        # Gone since the last look: dead, or its row already removed by another process
+        # that found it dead (a worker that stopped sent its continued checks back).
+        gone = self._live_workers - workers
+        self._live_workers = workers
+        if gone:
+            # The checks it continued itself had no message on the broker to come back:
+            # its traversals' ready work is re-sent at the next sweep, not after a stall.
+            log.info("a worker is gone: its work is re-sent", extra={"engine_ids": sorted(gone)})
+            self._progress.suspect_all()
         self.ctx.live_engines = {self.engine_id, *(s.engine_id for s in alive)}
         mine = {self.engine_id} if "engine" in self.roles else set()
         self.sweepers = frozenset({*mine, *(s.engine_id for s in alive if "engine" in s.roles)})

@@ -23,6 +23,10 @@ class EngineSettings:
     engine_stale_after: float = 30.0
     # Resource checks running at once in this process (actions mostly wait on I/O).
     max_concurrent_checks: int = 4096
+    # Local continuation: a worker whose finish makes successors ready checks one of them
+    # itself (room permitting, and not bound to another host) instead of sending it
+    # through the bus and waiting for some worker to receive it; the rest are sent.
+    continue_locally: bool = True
     # Work messages a worker process takes from the broker at once (its prefetch); None:
     # as many as it runs at once (``max_concurrent_checks``), since checks mostly wait
     # (1,000 two-second waits on 2 workers took 8 rounds at the former fixed 64).

@@ -133,11 +133,9 @@ class StepsMixin(PluginCallsMixin):
             ids = {node.resource_id} | ({row.id} if row is not None else set())
             await self.retrigger(stack.id, current, ids)
             return True
-        for successor in ready:
-            if successor == STACK_NODE:
-                await self.operations.complete_traversal(stack.id, traversal)
-            else:
-                await self.ctx.send_check(stack.id, traversal, successor)
+        if STACK_NODE in ready:
+            await self.operations.complete_traversal(stack.id, traversal)
+        await self.ctx.hand_on(stack.id, traversal, [s for s in ready if s != STACK_NODE])
         return True
 
     def _report_payload(self, row: ResourceRecord) -> dict[str, Any]:

@@ -1,0 +1,162 @@
+"""Local continuation: a worker whose finish makes successors ready checks one of them
+itself instead of sending it through the bus; the rest are sent, and a continued check
+lost with its process is rescued by the sweeper like a lost message."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+
+from converge.adapters.local_bus import LocalBus
+from converge.adapters.sql.store import SqlStore
+from converge.api import Converge
+from converge.engine.runtime import Engine
+from converge.engine.settings import EngineSettings
+from converge.messages import CheckResource
+from converge.resources.registry import PluginRegistry
+from support.world import Reality
+
+CHAIN = """
+heat_template_version: 2021-04-16
+resources:
+  a: {type: Test::Thing}
+  b: {type: Test::Thing, depends_on: a}
+  c: {type: Test::Thing, depends_on: b}
+"""
+
+FAN_OUT = """
+heat_template_version: 2021-04-16
+resources:
+  a: {type: Test::Thing}
+  b: {type: Test::Thing, depends_on: a}
+  c: {type: Test::Thing, depends_on: a}
+  d: {type: Test::Thing, depends_on: a}
+"""
+
+
+class CountingBus(LocalBus):
+    """The in-process bus, counting the work messages sent through it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: list[dict[str, Any]] = []
+
+    async def send_work(self, message: dict[str, Any], *, host: str | None = None) -> None:
+        self.sent.append(message)
+        await super().send_work(message, host=host)
+
+
+@asynccontextmanager
+async def running(
+    url: str, registry: PluginRegistry, bus: LocalBus, **settings: Any
+) -> AsyncIterator[Engine]:
+    store = SqlStore.open(url)
+    engine = Engine(store, bus, registry=registry, settings=EngineSettings(**settings))
+    await engine.start()
+    try:
+        yield engine
+    finally:
+        await engine.stop()
+        await store.close()
+
+
+def names(reality: Reality) -> list[str]:
+    return [name for _, name, _ in reality.log]
+
+
+async def test_a_chain_continues_in_the_worker_without_messages(
+    database_url: str, registry: PluginRegistry, reality: Reality
+) -> None:
+    bus = CountingBus()
+    async with running(database_url, registry, bus) as engine:
+        stack = await Converge(engine).create_stack("chain", CHAIN)
+        assert stack.stack_status == "CREATE_COMPLETE"
+        # Only the leaf went through the bus: b and c were continued by the worker.
+        assert len(bus.sent) == 1
+        assert engine.continued_checks == 2
+        assert names(reality) == ["a", "b", "c"]
+        assert engine.sweeper_rescues == 0
+
+
+async def test_without_continuation_every_link_is_a_message(
+    database_url: str, registry: PluginRegistry, reality: Reality
+) -> None:
+    bus = CountingBus()
+    async with running(database_url, registry, bus, continue_locally=False) as engine:
+        stack = await Converge(engine).create_stack("chain", CHAIN)
+        assert stack.stack_status == "CREATE_COMPLETE"
+        assert len(bus.sent) == 3
+        assert engine.continued_checks == 0
+        assert names(reality) == ["a", "b", "c"]
+
+
+async def test_a_fan_out_continues_one_successor_and_sends_the_others(
+    database_url: str, registry: PluginRegistry, reality: Reality
+) -> None:
+    bus = CountingBus()
+    async with running(database_url, registry, bus) as engine:
+        stack = await Converge(engine).create_stack("fan", FAN_OUT)
+        assert stack.stack_status == "CREATE_COMPLETE"
+        assert engine.continued_checks == 1
+        # a (the leaf), then two of b, c, d through the bus so other workers can take them.
+        assert len(bus.sent) == 3
+        assert sorted(names(reality)) == ["a", "b", "c", "d"]
+
+
+async def test_a_worker_without_room_sends_its_successor(
+    database_url: str, registry: PluginRegistry, reality: Reality
+) -> None:
+    bus = CountingBus()
+    async with running(database_url, registry, bus, max_concurrent_checks=1) as engine:
+        stack = await Converge(engine).create_stack("chain", CHAIN)
+        assert stack.stack_status == "CREATE_COMPLETE"
+        assert engine.continued_checks == 0
+        assert len(bus.sent) == 3
+
+
+@pytest.mark.timeout(60)
+async def test_a_continued_check_lost_with_its_worker_is_rescued_by_the_sweeper(
+    database_url: str, registry: PluginRegistry, reality: Reality
+) -> None:
+    """The worker takes b's check after committing a's finish, then dies before running
+    it: b is ready and unclaimed, as after a lost message, and the sweeper sends it."""
+    bus = CountingBus()
+    async with running(database_url, registry, bus, sweep_interval=0.05) as engine:
+        continue_here = engine.ctx.check_here
+        assert continue_here is not None
+        abandoned: list[CheckResource] = []
+
+        def dies_after_taking_the_first(message: CheckResource) -> bool:
+            if not abandoned:
+                abandoned.append(message)
+                return True  # taken, never run
+            return continue_here(message)
+
+        engine.ctx.check_here = dies_after_taking_the_first
+        stack = await Converge(engine).create_stack("lost", CHAIN)
+        assert stack.stack_status == "CREATE_COMPLETE"
+        assert len(abandoned) == 1
+        assert engine.sweeper_rescues >= 1
+        # Each thing made once: the rescue re-sent the lost check, nothing ran twice.
+        assert names(reality) == ["a", "b", "c"]
+
+
+async def test_a_stopping_worker_hands_its_unfinished_continued_checks_back_to_the_bus(
+    database_url: str, registry: PluginRegistry
+) -> None:
+    """As the broker gives back a stopping worker's unacknowledged messages: the checks it
+    continued and has not finished go out for another worker, not to the sweeper."""
+    bus = CountingBus()
+    async with running(database_url, registry, bus) as engine:
+        stack = await Converge(engine).create_stack("chain", CHAIN)
+        record = await engine.ctx.store.get_stack(stack.id)
+        row = (await engine.ctx.store.list_resources(stack.id))[0]
+        message = CheckResource(stack.id, record.current_traversal, row.id, True)
+        bus.sent.clear()
+        assert engine.ctx.check_here is not None
+        assert engine.ctx.check_here(message)
+        # Stopped before the continued check finished.
+    assert bus.sent == [message.to_dict()]
