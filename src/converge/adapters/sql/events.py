@@ -9,7 +9,7 @@ from sqlalchemy.engine import Connection
 
 from converge.adapters.sql import tables as t
 from converge.adapters.sql.connection import Conn, StoreBase
-from converge.adapters.sql.records import event_rows
+from converge.adapters.sql.records import event_record, event_rows
 from converge.records import EventRecord, NewEvent
 
 _INSERT_EVENT = t.event.insert()
@@ -59,17 +59,4 @@ class EventsMixin(StoreBase):
             query = query.limit(limit)
         with self._tx() as conn:
             rows = conn.execute(query).all()
-        return [
-            EventRecord(
-                id=row.id,
-                stack_id=row.stack_id,
-                resource_name=row.resource_name,
-                physical_resource_id=row.physical_resource_id,
-                resource_type=row.resource_type,
-                action=row.action,
-                status=row.status,
-                reason=row.reason,
-                created_at=row.created_at,
-            )
-            for row in rows
-        ]
+        return [event_record(row) for row in rows]

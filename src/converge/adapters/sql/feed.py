@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 
 from converge.adapters.sql import tables as t
+from converge.adapters.sql.records import event_record
 from converge.adapters.sql.store import SqlStore
 from converge.records import EventRecord
 
@@ -153,17 +154,7 @@ def _events(
 def _feed(rows: Sequence[sa.Row[tuple[object, ...]]]) -> list[FeedEvent]:
     return [
         FeedEvent(
-            EventRecord(
-                id=row.id,
-                stack_id=row.stack_id,
-                resource_name=row.resource_name,
-                physical_resource_id=row.physical_resource_id,
-                resource_type=row.resource_type,
-                action=row.action,
-                status=row.status,
-                reason=row.reason,
-                created_at=row.created_at,
-            ),
+            event_record(row),
             row.stack_name,
         )
         for row in rows

@@ -14,7 +14,14 @@ import sqlalchemy as sa
 
 from converge.core.states import Action, Status
 from converge.errors import NotFound
-from converge.records import NewEvent, NewResource, ResourceRecord, StackRecord, built
+from converge.records import (
+    EventRecord,
+    NewEvent,
+    NewResource,
+    ResourceRecord,
+    StackRecord,
+    built,
+)
 
 
 def stack_found(row: Any | None, name: str) -> StackRecord:
@@ -85,6 +92,21 @@ def resource_record(row: Any) -> ResourceRecord:
             drift_checked_at=row.drift_checked_at,
             host=row.host,
         ),
+    )
+
+
+def event_record(row: Any) -> EventRecord:
+    """An event row (or a row with an event's columns) as its record."""
+    return EventRecord(
+        id=row.id,
+        stack_id=row.stack_id,
+        resource_name=row.resource_name,
+        physical_resource_id=row.physical_resource_id,
+        resource_type=row.resource_type,
+        action=row.action,
+        status=row.status,
+        reason=row.reason,
+        created_at=row.created_at,
     )
 
 
