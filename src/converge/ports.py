@@ -82,11 +82,6 @@ class Bus(Protocol):
 
     async def close(self) -> None: ...
 
-    async def queued_work(self) -> int | None:
-        """Work messages waiting in the shared queue and this host's, not yet taken by a
-        worker (None: unknown). The sweeper's hint: with nothing queued, ready work that
-        no worker holds was lost."""
-
 
 class BaselineStore(Protocol):
     """The synchronizer's baseline: observed entities, hashed, numbered per type."""

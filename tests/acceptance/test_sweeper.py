@@ -86,16 +86,14 @@ class QueueBus(LocalBus):
     async def send_work(self, message: dict[str, Any], *, host: str | None = None) -> None:
         self.queue.append(message)
 
-    async def queued_work(self) -> int | None:
-        return len(self.queue)
-
 
 async def test_queued_work_is_not_resent_while_its_traversal_moves_but_a_lost_check_is(
     tmp_path: Path, registry: PluginRegistry, reality: Reality
 ) -> None:
-    """An engine without the worker role cannot see what is queued on the broker: work
-    queued behind the traversal's other work is left alone while reports keep coming;
-    the check the broker lost is sent again once the traversal has nothing more to do."""
+    """An engine without the worker role cannot see what is queued on the broker or held
+    in a worker's prefetch: work queued behind the traversal's other work is left alone
+    while reports keep coming, even once the queue looks empty; the check the broker lost
+    is sent again once the traversal has stalled."""
     queue: list[dict[str, Any]] = []
     # The loops are as good as off: the test sweeps itself.
     settings = EngineSettings(sweep_interval=3600.0, heartbeat_interval=3600.0)
@@ -110,16 +108,20 @@ async def test_queued_work_is_not_resent_while_its_traversal_moves_but_a_lost_ch
         stack = await Converge(engine).create_stack("queued", SIX, wait=False)
         assert len(queue) == 6
         lost = queue.pop(3)
+        held = queue.pop()  # delivered to a worker's prefetch: the queue no longer shows it
         while queue:  # work queued, one check done between every two sweeps: left alone
             for _ in range(settings.sweep_patience):
                 await engine.sweep()
             await worker._on_work(queue.pop(0))
-        assert engine.sweeper_rescues == 0
+        await engine.sweep()  # nothing queued, the traversal moved: still left alone
+        assert queue == [] and engine.sweeper_rescues == 0
+        await worker._on_work(held)
 
-        # Nothing queued any more: the ready node idle at two sweeps in a row was lost.
-        await engine.sweep()
+        await engine.sweep()  # sees that last report: the traversal moved
         assert queue == []
-        await engine.sweep()
+        # No report since: stalled after the patience, the lost check is sent again.
+        for _ in range(settings.sweep_patience):
+            await engine.sweep()
         assert queue == [lost]
         assert engine.sweeper_rescues == 1
         await worker._on_work(queue.pop())

@@ -200,21 +200,6 @@ class AmqpBus:
         channel = self._publishing
         await self._send(lambda: channel.default_exchange.publish(body, routing_key=queue), queue)
 
-    async def queued_work(self) -> int | None:
-        """Messages ready in the shared work queue and this host's (a passive declare of
-        each: one round trip per sweep); None when the broker cannot say."""
-        try:
-            await self.connect()
-            assert self._publishing is not None
-            total = 0
-            for name in (self.work_queue, self.host_queue(self.host)):
-                declared = await self._publishing.declare_queue(name, durable=True)
-                total += declared.declaration_result.message_count or 0
-            return total
-        except (*_SEND_ERRORS, BusError) as exc:
-            log.info("could not count the queued work: %s", exc)
-            return None
-
     async def _deliver(self, incoming: AbstractIncomingMessage) -> None:
         """One work message: start it, wait until it is done, then acknowledge it."""
         handler = self._handler

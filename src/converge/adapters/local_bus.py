@@ -45,9 +45,6 @@ class LocalBus:
             self._running.add(task)
             task.add_done_callback(self._running.discard)
 
-    async def queued_work(self) -> int | None:
-        return 0  # work is handed to the handler at once: nothing ever waits here
-
     async def publish(self, topic: str, message: dict[str, Any]) -> None:
         payload = json_codec.dumps(message)
         receivers = set(self._subscribers.get(topic, ()))

@@ -82,8 +82,6 @@ class Engine:
         self._checks: set[asyncio.Task[None]] = set()
         self._loops: list[asyncio.Task[None]] = []
         self._progress = StallWatch(self.ctx.settings.sweep_patience)
-        # Ready nodes idle at the last sweep while nothing was queued on the broker.
-        self._idle: set[tuple[str, GraphNode]] = set()
         # Work the sweeper found stuck and pushed on (a node re-sent, a finished traversal
         # completed): each one is a trigger the edge-triggered path lost. Zero in a healthy
         # run; tests assert it, operators can watch it.
@@ -289,7 +287,11 @@ class Engine:
         claimed by a live engine (a long action is running there); a traversal whose
         sinks have all reported is likewise completed here only once it has stalled,
         leaving its last worker the time to complete it (counted as a rescue only when
-        this sweep is the one that completed it).
+        this sweep is the one that completed it). When a worker is gone, every traversal's
+        ready work is re-sent at the next sweep, moving or not: the checks it continued
+        itself have no message on the broker to come back. The broker's count of queued
+        messages is no guide: it leaves out what a worker's prefetch already holds
+        (thousands of checks), so "nothing queued" does not mean "lost".
         """
         if self.engine_id not in self.sweepers:
             return  # a process without the engine role has no share
@@ -298,10 +300,6 @@ class Engine:
         await self._refresh_live_engines()
         if self.engine_id not in self.sweepers:
             return
-        # Nothing queued on the broker: ready work that no process holds and that was
-        # already idle at the previous sweep is lost, even in a traversal that moves.
-        nothing_queued = await self.ctx.bus.queued_work() == 0
-        idle: set[tuple[str, GraphNode]] = set()
         stacks = await self.ctx.store.list_stacks(None)
         for stack in stacks:
             if stack.status != Status.IN_PROGRESS or not stack.current_traversal:
@@ -325,15 +323,11 @@ class Engine:
                     if await self.operations.complete_traversal(stack.id, traversal):
                         self._rescued(stack, STACK_NODE)
                 continue
-            if self._progress.stalled(traversal):
-                if await self._resend_ready(stack, traversal, graph, done):
-                    self._progress.resent(traversal)
-            elif nothing_queued and await self._resend_ready(
-                stack, traversal, graph, done, idle=idle
+            if self._progress.stalled(traversal) and await self._resend_ready(
+                stack, traversal, graph, done
             ):
                 self._progress.resent(traversal)
         self._progress.forget_others()
-        self._idle = idle
 
     async def _resend_ready(
         self,
@@ -341,12 +335,8 @@ class Engine:
         traversal: str,
         graph: TraversalGraph,
         done: set[GraphNode],
-        *,
-        idle: set[tuple[str, GraphNode]] | None = None,
     ) -> bool:
-        """Send again the ready nodes that no live process holds; whether there was any.
-        With ``idle`` (a traversal that moves, nothing queued): only those found idle by
-        the previous sweep too, and the others are added to ``idle`` for the next."""
+        """Send again the ready nodes that no live process holds; whether there was any."""
         resent = False
         for node in graph.nodes:
             if node in done or node == STACK_NODE:
@@ -356,17 +346,11 @@ class Engine:
             key = (traversal, node)
             if key in self.ctx.inflight:
                 continue
-            if idle is not None:
-                idle.add(key)
-                if key not in self._idle:
-                    continue
             if await self._claimed_elsewhere(node):
                 continue
             self._rescued(stack, node)
             await self.ctx.send_check(stack.id, traversal, node)
             resent = True
-            if idle is not None:
-                idle.discard(key)  # sent again: idle twice more before the next time
         return resent
 
     async def _claimed_elsewhere(self, node: GraphNode) -> bool:
