@@ -148,14 +148,15 @@ class EngineContext:
         if not nodes:
             return
         graph = await self.graph(stack_id, traversal_id)
-        continued = self.check_here is None or not self.settings.continue_locally
+        # At most one node is continued here; none without the worker role or room.
+        may_continue = self.check_here is not None and self.settings.continue_locally
         for node in nodes:
             host = graph.host_of(node) if graph is not None else None
             message = CheckResource(stack_id, traversal_id, node.resource_id, node.is_update)
-            if not continued and host in (None, self.host):
+            if may_continue and host in (None, self.host):
                 assert self.check_here is not None
-                continued = self.check_here(message)
-                if continued:
+                if self.check_here(message):
+                    may_continue = False
                     continue
             await self.bus.send_work(message.to_dict(), host=host)
 
