@@ -373,10 +373,14 @@ def test_an_operation_no_worker_would_do_is_refused(deployment: Deployment) -> N
         )
     ) as (loop, cv):
         server = RestServer(loop, cv, url, mode="distributed")
-        heat = heat_client.Client(
-            "1", endpoint=server.endpoint("alpha"), token=server.token("alpha")
-        )
-        with pytest.raises(heat_exc.HTTPServiceUnavailable, match="no converge worker is alive"):
-            heat.stacks.create(stack_name="web", template=template())
-        assert list(heat.stacks.list()) == []
-        server.close()
+        try:
+            heat = heat_client.Client(
+                "1", endpoint=server.endpoint("alpha"), token=server.token("alpha")
+            )
+            with pytest.raises(
+                heat_exc.HTTPServiceUnavailable, match="no converge worker is alive"
+            ):
+                heat.stacks.create(stack_name="web", template=template())
+            assert list(heat.stacks.list()) == []
+        finally:
+            server.close()
