@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from converge.api import Converge
+from converge.errors import NotFound
 from support.world import Reality
 
 CHAIN = """
@@ -139,3 +144,28 @@ resources:
 """
     await cv.create_stack("order", template)
     assert [name for _, name, _ in reality.log] == ["first", "second", "third"]
+
+
+@pytest.mark.embedded_only("watches the store of the process that completes the delete")
+async def test_the_commit_that_says_delete_complete_frees_the_name(cv: Converge) -> None:
+    """No moment where a client sees DELETE_COMPLETE and the name is still taken (a
+    `delete --wait` then `create` of the same name would get a conflict): looked at just
+    after that commit, before the stack's leftovers are cleared."""
+    created = await cv.create_stack("chain", CHAIN)
+    store = cv.engine.ctx.store
+    clear_leftovers = store.purge_stack_data
+    seen: list[tuple[str, bool]] = []
+
+    async def looking_first(stack_id: str, keep_template_ids: Any) -> None:
+        stack = await store.get_stack(stack_id)
+        try:
+            await store.find_stack("chain", stack.project_id)
+            taken = True
+        except NotFound:
+            taken = False
+        seen.append((stack.state, taken))
+        await clear_leftovers(stack_id, keep_template_ids)
+
+    store.purge_stack_data = looking_first  # type: ignore[method-assign]
+    await cv.delete_stack(created.id)
+    assert seen[-1] == ("DELETE_COMPLETE", False)

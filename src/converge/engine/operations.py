@@ -356,6 +356,11 @@ class StackOperations:
                 status, reason = Status.FAILED, given_up_reason(given_up)
         else:
             changes["outputs"] = {}
+        if stack.action == Action.DELETE:
+            # Gone by name in the same commit that says DELETE_COMPLETE: a client that saw
+            # it may at once create a stack of that name (mark_stack_deleted, below,
+            # clears what the stack left behind).
+            changes["deleted_marker"] = stack_id
         done = await self.ctx.store.update_stack(
             stack_id,
             {"status": status, "status_reason": reason, **changes},
