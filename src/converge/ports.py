@@ -289,7 +289,8 @@ class Store(Protocol):
 
     async def heartbeat(self, engine_id: str, now: float) -> None: ...
 
-    async def remove_service(self, engine_id: str) -> None: ...
+    async def remove_service(self, engine_id: str) -> None:
+        """The process is gone: drop its row and let go of the resource rows it claimed."""
 
     async def list_services(self) -> list[ServiceRecord]: ...
 

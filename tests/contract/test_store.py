@@ -139,6 +139,32 @@ async def test_resource_claims_race_and_only_one_wins(store: SqlStore) -> None:
     assert stolen is not None and stolen.engine_id == "thief"
 
 
+async def test_a_removed_service_lets_go_of_its_claims(store: SqlStore) -> None:
+    """A process found dead (or stopped) holds nothing afterwards; others' claims stay, and
+    the released row can still be claimed with the key read before the release."""
+    stack_id = await new_stack(store)
+    stack = await store.get_stack(stack_id)
+    await store.start_traversal(
+        stack_id,
+        stack.atomic_key,
+        [NewResource("a", "T"), NewResource("b", "T")],
+        lambda rows: ({}, {}),
+    )
+    a, b = await store.list_resources(stack_id)
+    await store.register_service(ServiceRecord("dead", "h", 1, ("worker",), 100.0, 100.0))
+    held = await store.update_resource(a.id, a.atomic_key, {"engine_id": "dead"})
+    other = await store.update_resource(b.id, b.atomic_key, {"engine_id": "alive"})
+    assert held is not None and other is not None
+    await store.remove_service("dead")
+    released = await store.get_resource(a.id)
+    assert released is not None and released.engine_id is None
+    assert released.atomic_key == held.atomic_key
+    kept = await store.get_resource(b.id)
+    assert kept is not None and kept.engine_id == "alive"
+    taken = await store.update_resource(a.id, held.atomic_key, {"engine_id": "taker"})
+    assert taken is not None and taken.engine_id == "taker"
+
+
 async def test_sync_point_counts_a_duplicate_report_once(store: SqlStore) -> None:
     stack_id = await new_stack(store)
     target = GraphNode(9, True)

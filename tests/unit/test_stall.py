@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from converge.core.stall import StallWatch
+from converge.engine.settings import EngineSettings
 
 
 def sweep(watch: StallWatch, reported: dict[str, int]) -> set[str]:
@@ -99,3 +100,22 @@ def test_after_a_worker_died_every_traversal_is_stalled_for_one_sweep() -> None:
     watch.observe("moving", 7)
     watch.observe("moving", 7)
     assert watch.stalled("moving")  # two quiet sweeps: its patience is still 2
+
+
+def test_the_longest_patience_is_no_longer_than_a_dead_process_holds_its_claims() -> None:
+    """Doubling stops where lost work would wait longer than the claims of a process whose
+    heartbeat went stale: 30 s of staleness at a sweep every 2 s is 15 sweeps."""
+    assert EngineSettings(sweep_interval=2.0, engine_stale_after=30.0).longest_sweep_patience == 15
+    short = EngineSettings(sweep_interval=2.0, engine_stale_after=1.0, sweep_patience=3)
+    assert short.longest_sweep_patience == 3
+    watch = StallWatch(patience=2, longest_patience=15)
+    for _ in range(6):
+        watch.resent("t")  # not watched yet: nothing to double
+    watch.observe("t", 1)
+    for _ in range(6):
+        watch.resent("t")
+    quiet = 0
+    while not watch.stalled("t"):
+        watch.observe("t", 1)
+        quiet += 1
+    assert quiet == 15

@@ -81,7 +81,9 @@ class Engine:
         self._semaphore = asyncio.Semaphore(self.ctx.settings.max_concurrent_checks)
         self._checks: set[asyncio.Task[None]] = set()
         self._loops: list[asyncio.Task[None]] = []
-        self._progress = StallWatch(self.ctx.settings.sweep_patience)
+        self._progress = StallWatch(
+            self.ctx.settings.sweep_patience, self.ctx.settings.longest_sweep_patience
+        )
         # Work the sweeper found stuck and pushed on (a node re-sent, a finished traversal
         # completed): each one is a trigger the edge-triggered path lost. Zero in a healthy
         # run; tests assert it, operators can watch it.

@@ -58,3 +58,10 @@ class EngineSettings:
     observe_intervals: Mapping[str, float] = field(default_factory=dict)
     observe_timeout: float = 10.0
     observe_concurrency: int = 32
+
+    @property
+    def longest_sweep_patience(self) -> int:
+        """The most sweeps a traversal's doubled patience may reach: no longer than a dead
+        process's claims stand (``engine_stale_after``), so lost work waits at most about
+        as long as work held by a dead process on another host."""
+        return max(self.sweep_patience, int(self.engine_stale_after // self.sweep_interval))

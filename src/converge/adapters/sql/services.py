@@ -67,8 +67,16 @@ class ServicesMixin(StoreBase):
         await self._run(self._remove_service, engine_id)
 
     def _remove_service(self, engine_id: str) -> None:
+        # The process is gone (stopped, or found dead): the rows it claimed are let go in
+        # the same commit, so nothing looks held by it afterwards. The claims' atomic keys
+        # stay as they are: a live process that read such a row can still claim it.
         with self._tx() as conn:
             conn.execute(t.service.delete().where(t.service.c.engine_id == engine_id))
+            conn.execute(
+                t.resource.update()
+                .where(t.resource.c.engine_id == engine_id)
+                .values(engine_id=None)
+            )
 
     async def live_engines(self, heartbeat_after: float) -> set[str]:
         return await self._read(self._live_engines, heartbeat_after)
