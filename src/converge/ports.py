@@ -208,6 +208,9 @@ class Store(Protocol):
 
     async def resource_types(self, stack_id: str) -> set[str]: ...
 
+    async def resource_hosts(self, stack_id: str) -> list[tuple[str, str | None]]:
+        """(name, host) of each resource row of the stack; host None when not bound."""
+
     async def get_resource(self, resource_id: int) -> ResourceRecord | None: ...
 
     async def load_for_check(

@@ -139,6 +139,15 @@ async def test_resource_claims_race_and_only_one_wins(store: SqlStore) -> None:
     assert stolen is not None and stolen.engine_id == "thief"
 
 
+async def test_resource_hosts_name_every_row_and_its_host(store: SqlStore) -> None:
+    stack_id = await new_stack(store)
+    stack = await store.get_stack(stack_id)
+    rows = [NewResource("f", "Local::File", host="h1"), NewResource("n", "OS::Heat::None")]
+    await store.start_traversal(stack_id, stack.atomic_key, rows, lambda rows: ({}, {}))
+    assert await store.resource_hosts(stack_id) == [("f", "h1"), ("n", None)]
+    assert await store.resource_hosts("no-such-stack") == []
+
+
 async def test_a_removed_service_lets_go_of_its_claims(store: SqlStore) -> None:
     """A process found dead (or stopped) holds nothing afterwards; others' claims stay, and
     the released row can still be claimed with the key read before the release."""

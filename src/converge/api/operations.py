@@ -57,11 +57,11 @@ class OperationsMixin(ConvergeBase):
                 stack = None
             if stack is not None:
                 for owned in [stack, *await self.engine.operations.descendants(stack)]:
-                    for row in await self._store.list_resources(owned.id):
+                    for name, host in await self._store.resource_hosts(owned.id):
                         if owned.id == stack.id:
-                            known.add(row.name)
-                        if row.host is not None:
-                            needed.setdefault(row.host, []).append(row.name)
+                            known.add(name)
+                        if host is not None:
+                            needed.setdefault(host, []).append(name)
         if template is not None:
             loaded = _load_template(template)
             environment = _merge(environments)
