@@ -142,6 +142,36 @@ async def test_a_failing_statement_loses_none_of_the_others(store: SqlStore) -> 
     assert all(row.engine_id == "e" for row in after)
 
 
+async def test_a_statement_the_client_cannot_send_undoes_the_batch_sent_before_it(
+    store: SqlStore,
+) -> None:
+    """A parameter psycopg cannot adapt fails in the client, after the statements before
+    it were sent: they are rolled back, not committed by the Sync, and run again alone."""
+    stack_id, rows = await _stack_with_rows(store, 4)
+    assert store._pg is not None
+    store._pg._size = 1
+    pg = store._pg
+    async with pg._pool().connection():
+        claims = [
+            asyncio.ensure_future(store.update_resource(row.id, row.atomic_key, {"engine_id": "e"}))
+            for row in rows[:2]
+        ]
+        bad = asyncio.ensure_future(
+            pg._one("SELECT %(x)s::text", {"x": object()}, order=rows[2].id)
+        )
+        claims += [
+            asyncio.ensure_future(store.update_resource(row.id, row.atomic_key, {"engine_id": "e"}))
+            for row in rows[2:]
+        ]
+        await asyncio.sleep(0.05)
+    with pytest.raises(psycopg.ProgrammingError):
+        await bad
+    claimed = await asyncio.gather(*claims)
+    # Won once each: a claim committed by the abandoned batch would have lost the re-run.
+    assert [row.atomic_key for row in claimed] == [row.atomic_key + 1 for row in rows]
+    assert all(row.engine_id == "e" for row in await store.list_resources(stack_id))
+
+
 async def test_statements_go_in_resource_order_shared_rows_last_and_alone(
     store: SqlStore,
 ) -> None:

@@ -20,7 +20,9 @@ checks at once (a repeated delivery): PostgreSQL breaks that, and the fallback m
 The fallback: when the server rejects a batch (one statement's error, a deadlock) the
 transaction rolled back as a whole, nothing was written, and each statement is run again
 alone, in autocommit, so that one statement's error is its own and the others are not
-lost. When the connection is lost instead, every statement of the batch gets the
+lost. A statement the client cannot send (a parameter psycopg cannot adapt) gets its own
+error; the batch sent before it is rolled back and goes again on another connection.
+When the connection is lost instead, every statement of the batch gets the
 ``StoreError`` a lone statement would: a write may have committed, and it is the caller's
 compare-and-swap to decide (as before).
 """
@@ -122,11 +124,21 @@ class StatementBatcher:
 
     async def _send(self, conn: Connection, batch: list[_Statement]) -> bool:
         """Run ``batch`` and hand out its results; False when the connection was lost."""
+        if not batch:
+            return True  # every caller of those taken was cancelled
         try:
             if len(batch) == 1:
                 return await _alone(conn, batch[0])
             try:
                 rows = await _together(conn, batch)
+            except _Abandoned as abandoned:
+                # Its error is the client's own and would be the same alone. The others
+                # were rolled back: they go first in the next batch, on another
+                # connection (psycopg's record of what this one prepared may be off).
+                _fail([abandoned.statement], abandoned.error)
+                self._queue.extendleft(reversed([s for s in batch if s is not abandoned.statement]))
+                await conn.close()
+                return False
             except psycopg.Error as exc:
                 if not _rolled_back(conn, exc):
                     _fail(batch, StoreError(f"database error: {exc}"))
@@ -139,9 +151,21 @@ class StatementBatcher:
             for statement, row in zip(batch, rows, strict=True):
                 _resolve(statement, row)
             return True
-        except BaseException as exc:  # cancelled (the loop is ending): nobody waits on
-            _fail(batch, StoreError(f"database error: {exc!r}"))
+        except Exception as exc:  # a bug: its callers get it, the others go on
+            _fail(batch, exc)
+            return False  # in whatever state the connection is: the next is another
+        except BaseException:  # cancelled (the loop is ending): nobody waits forever
+            _fail(batch, StoreError("the store's event loop is ending"))
             raise
+
+
+class _Abandoned(Exception):
+    """A batch rolled back by the client: ``statement`` could not be sent (``error``)."""
+
+    def __init__(self, statement: _Statement, error: psycopg.Error) -> None:
+        super().__init__(str(error))
+        self.statement = statement
+        self.error = error
 
 
 async def _together(conn: Connection, batch: list[_Statement]) -> list[Row]:
@@ -149,7 +173,15 @@ async def _together(conn: Connection, batch: list[_Statement]) -> list[Row]:
     cursors = [conn.cursor() for _ in batch]
     async with conn.pipeline():
         for cursor, statement in zip(cursors, batch, strict=True):
-            await cursor.execute(statement.sql, statement.params)
+            try:
+                await cursor.execute(statement.sql, statement.params)
+            except psycopg.Error as exc:
+                if exc.sqlstate is not None or conn.broken or conn.closed:
+                    raise  # the server's error: the Sync ends the transaction, rolled back
+                # The client's own (a parameter it cannot send): the statements before it
+                # were sent and the Sync would commit them; a ROLLBACK first undoes them.
+                await conn.cursor().execute("ROLLBACK")
+                raise _Abandoned(statement, exc) from exc
     return [await cursor.fetchone() if cursor.description else None for cursor in cursors]
 
 
@@ -162,7 +194,7 @@ async def _alone(conn: Connection, statement: _Statement) -> bool:
         cursor = await conn.execute(statement.sql, statement.params)
         row = await cursor.fetchone() if cursor.description else None
     except psycopg.Error as exc:
-        lost = not _rolled_back(conn, exc)
+        lost = conn.broken or conn.closed
         if lost or isinstance(exc, psycopg.OperationalError):
             _fail([statement], StoreError(f"database error: {exc}"))
         elif not statement.future.done():
