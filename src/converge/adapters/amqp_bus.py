@@ -302,6 +302,11 @@ class _Acknowledgements:
         self._pending: dict[Any, deque[_Delivery]] = {}  # per channel, in delivery order
         self._finished: list[_Delivery] = []  # since the last flush
         self._flush: asyncio.Task[None] | None = None
+        # One flush at a time: a flush decides its frames, then awaits each send. A later
+        # flush deciding meanwhile could send a ``multiple`` ack covering a delivery the
+        # earlier one has yet to ack alone, which the broker then calls an unknown
+        # delivery tag, closing the channel (seen when checks finish in bursts).
+        self._sending = asyncio.Lock()
 
     def delivered(self, message: AbstractIncomingMessage) -> _Delivery:
         delivery = _Delivery(message)
@@ -322,6 +327,10 @@ class _Acknowledgements:
     async def _acknowledge(self) -> None:
         """At the next turn of the loop: whatever finished by then, in as few frames."""
         self._flush = None
+        async with self._sending:
+            await self._acknowledge_finished()
+
+    async def _acknowledge_finished(self) -> None:
         finished, self._finished = self._finished, []
         acknowledge: list[tuple[AbstractIncomingMessage, bool]] = []
         for channel, deliveries in list(self._pending.items()):

@@ -30,6 +30,7 @@ from psycopg.types.json import set_json_loads
 
 from converge.adapters import json_codec
 from converge.adapters.sql import tables as t
+from converge.adapters.sql.postgres_batch import StatementBatcher
 from converge.adapters.sql.postgres_pool import Connection, LoopConnections
 from converge.errors import StoreError
 
@@ -88,6 +89,7 @@ class PostgresHotPath:
         self._conninfo = conninfo
         self._size = size
         self._pools: dict[asyncio.AbstractEventLoop, LoopConnections] = {}
+        self._batchers: dict[asyncio.AbstractEventLoop, StatementBatcher] = {}
         self._statements: dict[tuple[Any, ...], str] = {}
 
     def _pool(self) -> LoopConnections:
@@ -96,13 +98,23 @@ class PostgresHotPath:
         if pool is None:
             for other in [other for other in self._pools if other.is_closed()]:
                 self._pools.pop(other).close_from_elsewhere()
+                self._batchers.pop(other, None)
             pool = self._pools[loop] = LoopConnections(self._conninfo, self._size, _configure)
         return pool
+
+    def _batcher(self) -> StatementBatcher:
+        pool = self._pool()
+        loop = asyncio.get_running_loop()
+        batcher = self._batchers.get(loop)
+        if batcher is None:
+            batcher = self._batchers[loop] = StatementBatcher(pool, self._size)
+        return batcher
 
     async def close(self) -> None:
         """Close every connection: this loop's once their statements end, other loops'
         idle ones at once."""
         pools, self._pools = self._pools, {}
+        self._batchers = {}
         loop = asyncio.get_running_loop()
         for owner, pool in pools.items():
             if owner is loop:
@@ -110,23 +122,27 @@ class PostgresHotPath:
             else:
                 pool.close_from_elsewhere()
 
-    async def _one(self, sql: str, params: Mapping[str, Any]) -> tuple[Any, ...] | None:
-        async with self._pool().connection() as conn:
-            cursor = await conn.execute(sql, params)
-            return await cursor.fetchone()
+    async def _one(
+        self, sql: str, params: Mapping[str, Any], *, order: int = 0, shared: bool = False
+    ) -> tuple[Any, ...] | None:
+        """The statement's first row, sent with whatever other statements wait
+        (``postgres_batch``): ``order``, the resource id it touches; ``shared``, it locks
+        rows other checks lock too."""
+        return await self._batcher().run(sql, params, order=order, shared=shared)
 
-    async def _read(self, sql: str, params: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    async def _read(
+        self, sql: str, params: Mapping[str, Any], *, order: int = 0
+    ) -> tuple[Any, ...] | None:
         """A read: tried again once on a lost connection (one the server dropped since its
         last use, after a restart). Writes are not: one may have committed before the
         connection was lost, and it is the caller's compare-and-swap to decide."""
         try:
-            return await self._one(sql, params)
+            return await self._one(sql, params, order=order)
         except StoreError:
-            return await self._one(sql, params)
+            return await self._one(sql, params, order=order)
 
     async def _write(self, sql: str, params: Mapping[str, Any]) -> None:
-        async with self._pool().connection() as conn:
-            await conn.execute(sql, params)
+        await self._one(sql, params)
 
     def _statement(self, key: tuple[Any, ...], build: Callable[[], str]) -> str:
         sql = self._statements.get(key)
@@ -150,7 +166,7 @@ class PostgresHotPath:
         return None if found is None else _STACK.row(found[0])
 
     async def resource(self, resource_id: int) -> Any | None:
-        found = await self._read(_SELECT_RESOURCE, {"resource_id": resource_id})
+        found = await self._read(_SELECT_RESOURCE, {"resource_id": resource_id}, order=resource_id)
         return None if found is None else _RESOURCE.row(found[0])
 
     async def load_for_check(
@@ -173,6 +189,7 @@ class PostgresHotPath:
                 "target_id": resource_id,
                 "target_is_update": is_update,
             },
+            order=resource_id,
         )
         assert found is not None  # a SELECT of sub-selects always has its one row
         reports = found[2] if with_reports and found[2] else []
@@ -220,7 +237,7 @@ class PostgresHotPath:
         if with_events:
             assert stack_id is not None
             params.update(_event_params(stack_id, events, now))
-        found = await self._one(sql, params)
+        found = await self._one(sql, params, order=resource_id)
         if found is None:
             return False, None
         return True, _RESOURCE.row(found[0]) if read_back else None
@@ -267,7 +284,10 @@ class PostgresHotPath:
         params.update(_event_params(stack_id, events, now))
         if resource is not None:
             params.update(_cas_params(resource[0], resource[1], written or {}))
-        found = await self._one(sql, params)
+        # Counters of targets waiting for more than one report are rows other senders
+        # lock: such a finish goes last in its batch, alone of its kind.
+        shared = any(expected > 1 for _rid, _upd, _data, expected in targets)
+        found = await self._one(sql, params, order=sender[0], shared=shared)
         assert found is not None  # the final SELECT always has its one row
         stored, current, new, counted, received = found
         if not stored:

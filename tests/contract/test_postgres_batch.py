@@ -1,0 +1,237 @@
+"""Hot statements sent in batches (``postgres_batch``): many checks share one round trip
+and one commit, and each statement keeps its own outcome.
+
+The store contract (``test_store.py``, ``test_store_races.py``) runs on this path too;
+here: concurrency inside one store (one batcher), a failing statement among others, a
+batch that deadlocks, and the order statements are sent in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from converge.adapters.sql import postgres_batch
+from converge.adapters.sql.store import SqlStore
+from converge.core.states import Action
+from converge.core.traversal import GraphNode
+from converge.records import NewResource
+
+CHECKS = 200
+
+
+@pytest.fixture
+async def store(postgres_url: str) -> AsyncIterator[SqlStore]:
+    opened = SqlStore.open(postgres_url)
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+@pytest.fixture
+def batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The size of every batch sent together (a statement alone is not counted)."""
+    sizes: list[int] = []
+    together = postgres_batch._together
+
+    async def counting(conn: Any, batch: list[Any]) -> Any:
+        sizes.append(len(batch))
+        return await together(conn, batch)
+
+    monkeypatch.setattr(postgres_batch, "_together", counting)
+    return sizes
+
+
+async def _stack_with_rows(store: SqlStore, count: int) -> tuple[str, list[Any]]:
+    stack = await store.create_stack(
+        "s",
+        "p",
+        action=Action.CREATE,
+        disable_rollback=False,
+        timeout_mins=None,
+        drift_policy="notify",
+    )
+    await store.start_traversal(
+        stack.id,
+        stack.atomic_key,
+        [NewResource(f"r{n}", "T") for n in range(count)],
+        lambda rows: ({"current_traversal": "t"}, {}),
+    )
+    return stack.id, sorted(await store.list_resources(stack.id), key=lambda row: row.id)
+
+
+async def test_concurrent_claims_of_one_row_in_one_process_win_once(
+    store: SqlStore, batches: list[int]
+) -> None:
+    """Claims racing inside one batch see each other's writes: the first wins, the rest
+    find the key changed, as they would one after the other."""
+    _stack_id, (row,) = await _stack_with_rows(store, 1)
+    for round_ in range(5):
+        results = await asyncio.gather(
+            *(
+                store.update_resource(row.id, row.atomic_key, {"engine_id": f"e{round_}-{i}"})
+                for i in range(CHECKS // 5)
+            )
+        )
+        winners = [r for r in results if r is not None]
+        assert len(winners) == 1, f"round {round_}: {len(winners)} claims won"
+        row = await store.get_resource(row.id)
+        assert row is not None and row.engine_id == winners[0].engine_id
+    assert batches and max(batches) > 1  # they did share batches
+
+
+async def test_many_checks_each_claim_and_finish_once(store: SqlStore, batches: list[int]) -> None:
+    """Claims and finishes of many rows at once, all to one sync point that waits for all
+    of them: every claim wins, every finish is stored, the sync point fires once."""
+    stack_id, rows = await _stack_with_rows(store, CHECKS)
+    target = GraphNode(10**6, True)
+
+    async def check(row: Any) -> list[GraphNode]:
+        claimed = await store.update_resource(row.id, row.atomic_key, {"engine_id": "e"})
+        assert claimed is not None
+        stored, ready, _current = await store.finish_node(
+            stack_id,
+            "t",
+            GraphNode(row.id, True),
+            resource_id=row.id,
+            expected_key=claimed.atomic_key,
+            changes={"engine_id": None, "status_reason": "done"},
+            reports={target: {"from": row.id}},
+            expected_counts={target: CHECKS},
+        )
+        assert stored
+        return ready
+
+    results = await asyncio.gather(*(check(row) for row in rows))
+    assert [ready for ready in results if ready] == [[target]]
+    assert await store.count_reports("t", target) == CHECKS
+    after = await store.list_resources(stack_id)
+    assert {(r.engine_id, r.status_reason) for r in after} == {(None, "done")}
+    assert sum(batches) > len(batches)  # fewer round trips than statements
+
+
+async def test_a_failing_statement_loses_none_of_the_others(store: SqlStore) -> None:
+    """One statement of a batch fails: the batch rolled back, each statement runs again
+    alone; the failing one gets its own error, the others their results, written once."""
+    stack_id, rows = await _stack_with_rows(store, 6)
+    assert store._pg is not None
+    store._pg._size = 1
+    pg = store._pg
+    async with pg._pool().connection():  # the only connection, held: all of them queue
+        claims = [
+            asyncio.ensure_future(store.update_resource(row.id, row.atomic_key, {"engine_id": "e"}))
+            for row in rows[:3]
+        ]
+        broken = asyncio.ensure_future(pg._one("SELECT 1 / 0 WHERE %(x)s::int = 1", {"x": 1}))
+        claims += [
+            asyncio.ensure_future(store.update_resource(row.id, row.atomic_key, {"engine_id": "e"}))
+            for row in rows[3:]
+        ]
+        await asyncio.sleep(0.05)
+    with pytest.raises(psycopg.errors.DivisionByZero):
+        await broken
+    claimed = await asyncio.gather(*claims)
+    assert all(row is not None and row.engine_id == "e" for row in claimed)
+    assert [row.atomic_key for row in claimed] == [row.atomic_key + 1 for row in rows]
+    after = await store.list_resources(stack_id)
+    assert all(row.engine_id == "e" for row in after)
+
+
+async def test_a_statement_the_client_cannot_send_undoes_the_batch_sent_before_it(
+    store: SqlStore,
+) -> None:
+    """A parameter psycopg cannot adapt fails in the client, after the statements before
+    it were sent: they are rolled back, not committed by the Sync, and run again alone."""
+    stack_id, rows = await _stack_with_rows(store, 4)
+    assert store._pg is not None
+    store._pg._size = 1
+    pg = store._pg
+    async with pg._pool().connection():
+        claims = [
+            asyncio.ensure_future(store.update_resource(row.id, row.atomic_key, {"engine_id": "e"}))
+            for row in rows[:2]
+        ]
+        bad = asyncio.ensure_future(
+            pg._one("SELECT %(x)s::text", {"x": object()}, order=rows[2].id)
+        )
+        claims += [
+            asyncio.ensure_future(store.update_resource(row.id, row.atomic_key, {"engine_id": "e"}))
+            for row in rows[2:]
+        ]
+        await asyncio.sleep(0.05)
+    with pytest.raises(psycopg.ProgrammingError):
+        await bad
+    claimed = await asyncio.gather(*claims)
+    # Won once each: a claim committed by the abandoned batch would have lost the re-run.
+    assert [row.atomic_key for row in claimed] == [row.atomic_key + 1 for row in rows]
+    assert all(row.engine_id == "e" for row in await store.list_resources(stack_id))
+
+
+async def test_statements_go_in_resource_order_shared_rows_last_and_alone(
+    store: SqlStore,
+) -> None:
+    """What a batch is made of: sorted by resource id, at most one statement on rows
+    other checks lock too (sync points), last; the next such waits for the next batch."""
+    assert store._pg is not None
+    batcher = store._pg._batcher()
+    loop = asyncio.get_running_loop()
+    for order, shared in [(5, False), (9, True), (1, False), (7, True), (3, False)]:
+        batcher._queue.append(
+            postgres_batch._Statement("SELECT 1", {}, order, shared, loop.create_future())
+        )
+    first = batcher._take()
+    assert [(s.order, s.shared) for s in first] == [(1, False), (3, False), (5, False), (9, True)]
+    assert [(s.order, s.shared) for s in batcher._take()] == [(7, True)]
+    for statement in first:
+        statement.future.cancel()
+
+
+async def test_batches_that_deadlock_are_run_again_one_by_one(postgres_url: str) -> None:
+    """Two batches that lock two rows in opposite orders (which the batcher's order
+    avoids, forced here): PostgreSQL aborts one, whose statements then run alone; every
+    update is applied exactly once."""
+    stores = [SqlStore.open(postgres_url) for _ in range(2)]
+    try:
+        _stack_id, rows = await _stack_with_rows(stores[0], 2)
+        first, second = rows
+        sql = (
+            "UPDATE resource SET status_reason = coalesce(status_reason, '') || %(tag)s "
+            "WHERE id = %(id)s"
+        )
+
+        async def batch(store: SqlStore, ids: list[int], tag: str) -> None:
+            assert store._pg is not None
+            pg = store._pg
+            # A lock wait between the two updates makes the cycle certain.
+            statements = [
+                (sql, {"tag": tag, "id": ids[0]}),
+                ("SELECT pg_sleep(0.3)", {}),
+                (sql, {"tag": tag, "id": ids[1]}),
+            ]
+            async with pg._pool().connection() as conn:
+                items = [
+                    postgres_batch._Statement(
+                        s, p, 0, False, asyncio.get_running_loop().create_future()
+                    )
+                    for s, p in statements
+                ]
+                assert await pg._batcher()._send(conn, items)
+                for item in items:
+                    await item.future
+
+        await asyncio.gather(
+            batch(stores[0], [first.id, second.id], "a"),
+            batch(stores[1], [second.id, first.id], "b"),
+        )
+        after = {row.id: row.status_reason for row in await stores[0].list_resources(_stack_id)}
+        for row in (first, second):
+            added = (after[row.id] or "")[len(row.status_reason or "") :]
+            assert sorted(added) == ["a", "b"], after
+    finally:
+        for store in stores:
+            await store.close()
