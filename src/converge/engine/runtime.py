@@ -25,7 +25,7 @@ from converge.engine.operations import StackOperations
 from converge.engine.settings import EngineSettings
 from converge.engine.worker import Worker
 from converge.errors import ConvergeError, StateError, StoreError
-from converge.messages import CheckResource, MessageError
+from converge.messages import CheckResource, MessageError, work_checks
 from converge.ports import Bus, Clock, Store
 from converge.records import ServiceRecord, StackRecord
 from converge.resources.registry import PluginRegistry, default_registry
@@ -164,20 +164,24 @@ class Engine:
 
     # --- work ---------------------------------------------------------------------------
 
-    def _on_work(self, data: dict[str, Any]) -> asyncio.Future[None]:
-        """Start checking the node a message names; done when its result is stored.
+    def _on_work(self, data: dict[str, Any]) -> asyncio.Future[Any]:
+        """Start checking the node or nodes a message names; done when every result is
+        stored.
 
-        The bus acknowledges a message only when the returned task is done, so a check
-        that this process never finished is delivered again (and re-checking is harmless).
+        The bus acknowledges a message only when the returned future is done, so a check
+        that this process never finished is delivered again (and re-checking is harmless:
+        the nodes of a message that were done find their work done).
         """
         try:
-            message = CheckResource.from_dict(data)
+            checks = work_checks(data)
         except MessageError as exc:
             log.error("dropped unreadable message", extra={"error": str(exc)})
             dropped: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             dropped.set_result(None)
             return dropped
-        return self._start_check(message)
+        if len(checks) == 1:
+            return self._start_check(checks[0])
+        return asyncio.gather(*(self._start_check(check) for check in checks))
 
     def _check_here(self, message: CheckResource) -> bool:
         """Start a check that a finish here made ready (local continuation), if this
