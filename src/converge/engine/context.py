@@ -161,8 +161,9 @@ class EngineContext:
     async def hand_on(self, stack_id: str, traversal_id: str, ready: Iterable[GraphNode]) -> None:
         """Start the checks of the nodes a finish made ready: one of them in this process
         (local continuation: a chain's next link skips the broker's round trip and another
-        worker's wake-up), the others through the bus, so a fan-out is still spread over
-        the workers. A node bound to another host is always sent to that host's queue.
+        worker's wake-up), the others through the bus as ``send_checks`` sends leaves, so
+        a fan-out is still spread over the workers. A node bound to another host is always
+        sent to that host's queue.
 
         Crash safety is a lost message's: the finish that made the node ready is committed
         first, so a process that dies before the continued check stores its result leaves
@@ -174,15 +175,17 @@ class EngineContext:
         graph = await self.graph(stack_id, traversal_id)
         # At most one node is continued here; none without the worker role or room.
         may_continue = self.check_here is not None and self.settings.continue_locally
+        sent: list[GraphNode] = []
         for node in nodes:
             host = graph.host_of(node) if graph is not None else None
-            message = CheckResource(stack_id, traversal_id, node.resource_id, node.is_update)
             if may_continue and host in (None, self.host):
                 assert self.check_here is not None
+                message = CheckResource(stack_id, traversal_id, node.resource_id, node.is_update)
                 if self.check_here(message):
                     may_continue = False
                     continue
-            await self.bus.send_work(message.to_dict(), host=host)
+            sent.append(node)
+        await self._send_nodes(stack_id, traversal_id, graph, sent)
 
     async def send_checks(
         self, stack_id: str, traversal_id: str, nodes: Iterable[GraphNode]
@@ -192,6 +195,15 @@ class EngineContext:
         flight at a time, as a broker confirms each message (one round trip) and pipelines
         many."""
         graph = await self.graph(stack_id, traversal_id)
+        await self._send_nodes(stack_id, traversal_id, graph, nodes)
+
+    async def _send_nodes(
+        self,
+        stack_id: str,
+        traversal_id: str,
+        graph: TraversalGraph | None,
+        nodes: Iterable[GraphNode],
+    ) -> None:
         by_host: dict[str | None, list[GraphNode]] = {}
         for node in nodes:
             host = graph.host_of(node) if graph is not None else None
@@ -202,6 +214,10 @@ class EngineContext:
             for start in range(0, len(group), size):
                 part = group[start : start + size]
                 messages.append((_work_message(stack_id, traversal_id, part), host))
+        if len(messages) == 1:  # a finish's one successor sent on: no gathering
+            message, host = messages[0]
+            await self.bus.send_work(message, host=host)
+            return
         for start in range(0, len(messages), SEND_AT_ONCE):
             batch = messages[start : start + SEND_AT_ONCE]
             await asyncio.gather(*(self.bus.send_work(m, host=host) for m, host in batch))

@@ -4,6 +4,7 @@ and a node bound to a host in a message to that host's queue."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
@@ -18,7 +19,7 @@ from converge.engine.context import (
     checks_per_message,
 )
 from converge.engine.settings import EngineSettings
-from converge.messages import work_checks
+from converge.messages import CheckResource, work_checks
 from converge.ports import Store
 from converge.resources.registry import default_registry
 
@@ -34,8 +35,21 @@ class SendingBus(LocalBus):
         self.sent.append((message, host))
 
 
+def _taking(taken: list[CheckResource]) -> Callable[[CheckResource], bool]:
+    """A process's ``check_here`` with room for everything it is offered."""
+
+    def take(message: CheckResource) -> bool:
+        taken.append(message)
+        return True
+
+    return take
+
+
 def _context(
-    monkeypatch: pytest.MonkeyPatch, count: int, bound: frozenset[int] = frozenset()
+    monkeypatch: pytest.MonkeyPatch,
+    count: int,
+    bound: frozenset[int] = frozenset(),
+    taken: list[CheckResource] | None = None,
 ) -> tuple[EngineContext, SendingBus, list[GraphNode]]:
     leaves = [GraphNode(i, True) for i in range(1, count + 1)]
     graph = TraversalGraph()
@@ -51,6 +65,7 @@ def _context(
         clock=SystemClock(),
         engine_id="e",
         host="here",
+        check_here=None if taken is None else _taking(taken),
     )
 
     async def the_graph(stack_id: str, traversal_id: str) -> TraversalGraph:
@@ -108,3 +123,15 @@ async def test_leaves_bound_to_a_host_go_in_messages_to_its_queue(
         assert ids <= bound if host == ELSEWHERE else not ids & bound
     sent = sorted(check.resource_id for m, _ in bus.sent for check in work_checks(m))
     assert sent == [leaf.resource_id for leaf in leaves]
+
+
+async def test_a_big_fan_out_continues_one_node_and_sends_the_rest_together(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    taken: list[CheckResource] = []
+    ctx, bus, ready = _context(monkeypatch, 2 * SPREAD_OVER + 1, taken=taken)
+    await ctx.hand_on("s", "t", ready)
+    assert [check.resource_id for check in taken] == [ready[0].resource_id]
+    sent = [GraphNode(c.resource_id, c.is_update) for m, _ in bus.sent for c in work_checks(m)]
+    assert sent == ready[1:]
+    assert len(bus.sent) < len(sent)
