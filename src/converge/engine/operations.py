@@ -351,7 +351,12 @@ class StackOperations:
             status, reason = verdict(CheckReport.from_payload(report.data) for report in found)
         elif stack.action != Action.DELETE and stack.raw_template_id is not None:
             definition = await self.ctx.definitions.get(stack.raw_template_id)
-            rows = current_rows(await self.ctx.store.list_resources(stack_id), graph)
+            if not definition.outputs and stack.converge_names is None:
+                # Nothing to resolve nor to report: the rows (1,000s, read on the way to
+                # the client's answer) are not needed.
+                rows = {}
+            else:
+                rows = current_rows(await self.ctx.store.list_resources(stack_id), graph)
             changes["outputs"] = resolve_outputs(definition, rows, self.ctx.reference_id)
             # A heal leaves a resource it gave up on FAILED: the stack keeps saying so.
             given_up = [row for row in rows.values() if row.status == Status.FAILED]
