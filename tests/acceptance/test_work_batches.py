@@ -4,6 +4,8 @@ and a worker prepares the traversal's template as it loads the graph."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -17,7 +19,7 @@ from converge.engine.context import SPREAD_OVER, checks_per_message
 from converge.engine.runtime import Engine
 from converge.engine.settings import EngineSettings
 from converge.errors import StoreError
-from converge.messages import work_checks
+from converge.messages import CheckResource, work_checks
 from converge.resources.registry import PluginRegistry
 from support.world import Reality
 
@@ -52,10 +54,14 @@ class QueueBus(LocalBus):
 
 @asynccontextmanager
 async def running(
-    url: str, registry: PluginRegistry, bus: LocalBus, roles: tuple[str, ...]
+    url: str,
+    registry: PluginRegistry,
+    bus: LocalBus,
+    roles: tuple[str, ...],
+    settings: EngineSettings = QUIET,
 ) -> AsyncIterator[Engine]:
     store = SqlStore.open(url)
-    engine = Engine(store, bus, registry=registry, settings=QUIET, roles=roles)
+    engine = Engine(store, bus, registry=registry, settings=settings, roles=roles)
     await engine.start()
     try:
         yield engine
@@ -99,6 +105,37 @@ async def test_a_batch_is_done_when_every_check_in_it_is(
             await worker._on_work(message)
         record = await engine.ctx.store.get_stack(stack.id)
         assert (record.action, record.status) == ("CREATE", "COMPLETE")
+
+
+async def test_a_batch_starts_its_checks_only_as_the_worker_has_room(
+    database_url: str, registry: PluginRegistry, reality: Reality
+) -> None:
+    """The prefetch counts messages: a worker full of batches must not start more checks
+    than it runs at once (each waiting check is a task)."""
+    queue: list[dict[str, Any]] = []
+    room = 2
+    narrow = dataclasses.replace(QUIET, max_concurrent_checks=room)
+    async with (
+        running(database_url, registry, QueueBus(queue), ("engine",)) as engine,
+        running(database_url, registry, QueueBus(queue), ("worker",), narrow) as worker,
+    ):
+        stack = await Converge(engine).create_stack("many", MANY, wait=False)
+        assert all(len(work_checks(message)) > room for message in queue)
+        most = 0
+        start = worker._start_check
+
+        def counted(message: CheckResource) -> asyncio.Task[None]:
+            nonlocal most
+            task = start(message)
+            most = max(most, len(worker._checks))
+            return task
+
+        worker._start_check = counted  # type: ignore[method-assign]
+        await asyncio.gather(*(worker._on_work(message) for message in queue))
+        assert most == room
+        record = await engine.ctx.store.get_stack(stack.id)
+        assert (record.action, record.status) == ("CREATE", "COMPLETE")
+        assert len(reality.actions("create")) == COUNT
 
 
 async def test_a_worker_prepares_the_template_as_it_loads_the_graph(

@@ -80,6 +80,9 @@ class Engine:
         self.drift = DriftHandler(self.ctx, self.operations, self.worker)
         self._semaphore = asyncio.Semaphore(self.ctx.settings.max_concurrent_checks)
         self._checks: set[asyncio.Task[None]] = set()
+        # Messages of several checks being started as room frees up (``_run_batch``).
+        self._batches: set[asyncio.Task[None]] = set()
+        self._room = asyncio.Event()
         self._loops: list[asyncio.Task[None]] = []
         self._progress = StallWatch(
             self.ctx.settings.sweep_patience, self.ctx.settings.longest_sweep_patience
@@ -145,7 +148,7 @@ class Engine:
         self._started = False
         await self._hand_back_continued()
         await self.ctx.bus.close()
-        tasks = [*self._loops, *self._checks]
+        tasks = [*self._loops, *self._batches, *self._checks]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -181,7 +184,24 @@ class Engine:
             return dropped
         if len(checks) == 1:
             return self._start_check(checks[0])
-        return asyncio.gather(*(self._start_check(check) for check in checks))
+        batch = asyncio.get_running_loop().create_task(self._run_batch(checks))
+        self._batches.add(batch)
+        batch.add_done_callback(self._batches.discard)
+        return batch
+
+    async def _run_batch(self, checks: list[CheckResource]) -> None:
+        """The checks of one message, each started once this process has room for it
+        (fewer checks started than ``max_concurrent_checks``): the prefetch counts
+        messages, and a prefetch of batches started at once would be tens of thousands
+        of waiting tasks (2 KB each) in a big stack's worker. Done when all of them are."""
+        limit = self.ctx.settings.max_concurrent_checks
+        started: list[asyncio.Task[None]] = []
+        for check in checks:
+            while len(self._checks) >= limit:
+                self._room.clear()
+                await self._room.wait()
+            started.append(self._start_check(check))
+        await asyncio.gather(*started)
 
     def _check_here(self, message: CheckResource) -> bool:
         """Start a check that a finish here made ready (local continuation), if this
@@ -198,8 +218,12 @@ class Engine:
     def _start_check(self, message: CheckResource) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(self._run_check(message))
         self._checks.add(task)
-        task.add_done_callback(self._checks.discard)
+        task.add_done_callback(self._check_ended)
         return task
+
+    def _check_ended(self, task: asyncio.Task[None]) -> None:
+        self._checks.discard(task)
+        self._room.set()  # batches waiting for room look again
 
     async def _run_check(self, message: CheckResource, attempt: int = 0) -> None:
         node = GraphNode(message.resource_id, message.is_update)
@@ -276,8 +300,9 @@ class Engine:
 
     async def idle(self) -> None:
         """Wait until no check is running in this process (tests and one-shot CLI runs)."""
-        while self._checks:
-            await asyncio.gather(*list(self._checks), return_exceptions=True)
+        while self._checks or self._batches:
+            running = [*self._batches, *self._checks]
+            await asyncio.gather(*running, return_exceptions=True)
 
     # --- level-triggered safety net ----------------------------------------------------
 
