@@ -10,6 +10,7 @@ import asyncio
 import logging
 import os
 import uuid
+from collections import deque
 from collections.abc import Collection
 from typing import Any
 
@@ -82,7 +83,7 @@ class Engine:
         self._checks: set[asyncio.Task[None]] = set()
         # Messages of several checks being started as room frees up (``_run_batch``).
         self._batches: set[asyncio.Task[None]] = set()
-        self._room = asyncio.Event()
+        self._waiting_for_room: deque[asyncio.Future[None]] = deque()
         self._loops: list[asyncio.Task[None]] = []
         self._progress = StallWatch(
             self.ctx.settings.sweep_patience, self.ctx.settings.longest_sweep_patience
@@ -196,10 +197,12 @@ class Engine:
         of waiting tasks (2 KB each) in a big stack's worker. Done when all of them are."""
         limit = self.ctx.settings.max_concurrent_checks
         started: list[asyncio.Task[None]] = []
+        loop = asyncio.get_running_loop()
         for check in checks:
             while len(self._checks) >= limit:
-                self._room.clear()
-                await self._room.wait()
+                room: asyncio.Future[None] = loop.create_future()
+                self._waiting_for_room.append(room)
+                await room
             started.append(self._start_check(check))
         await asyncio.gather(*started)
 
@@ -223,7 +226,13 @@ class Engine:
 
     def _check_ended(self, task: asyncio.Task[None]) -> None:
         self._checks.discard(task)
-        self._room.set()  # batches waiting for room look again
+        # The room it leaves goes to one waiting batch, the longest waiting: waking them
+        # all at every end would cost each end as many wake-ups as there are batches.
+        while self._waiting_for_room:
+            room = self._waiting_for_room.popleft()
+            if not room.done():
+                room.set_result(None)
+                return
 
     async def _run_check(self, message: CheckResource, attempt: int = 0) -> None:
         node = GraphNode(message.resource_id, message.is_update)
@@ -273,7 +282,7 @@ class Engine:
             later(), name=f"converge-check-again-{message.resource_id}"
         )
         self._checks.add(task)
-        task.add_done_callback(self._checks.discard)
+        task.add_done_callback(self._check_ended)
 
     async def start_check(self, stack_id: str) -> StackRecord:
         """Start a CHECK of the stack: a traversal the workers run like any other."""
