@@ -105,7 +105,8 @@ async def client(mode: str, shape: str, n: int, type_name: str, directory: str) 
         for part in [r for r in rows if r.resource_type in files]:
             rows.remove(part)
             rows += await cv.list_resources(part.physical_resource_id)
-        # When the stack's row settled: the client notices it by polling (every 0.25 s).
+        # When the stack's row settled: the client hears it from the stack.settled notice
+        # (polling every 0.25 s when the notice is missed).
         record = await cv.engine.ctx.store.get_stack(view.id)
         settled = (record.updated_at or wall) - wall
     complete = sum(r.resource_status == "CREATE_COMPLETE" for r in rows)

@@ -53,6 +53,63 @@ class CheckResource:
 
 
 @dataclass(frozen=True)
+class CheckResources:
+    """Ask a worker to converge several graph nodes of one traversal, each as if it came in
+    a ``CheckResource`` of its own; the message is done when all of them are.
+
+    A traversal's leaves go out a few dozen to a message: a broker stores, confirms and
+    delivers each message, and both ends pay for it, so 1,000 leaves in 67 messages reach
+    the workers in a fraction of the time 1,000 messages take.
+    """
+
+    kind: ClassVar[str] = "check_resources"
+    version: ClassVar[int] = 1
+
+    stack_id: str
+    traversal_id: str
+    nodes: tuple[tuple[int, bool], ...]  # (resource_id, is_update)
+
+    def checks(self) -> list[CheckResource]:
+        return [
+            CheckResource(self.stack_id, self.traversal_id, resource_id, is_update)
+            for resource_id, is_update in self.nodes
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "version": self.version,
+            "stack_id": self.stack_id,
+            "traversal_id": self.traversal_id,
+            "nodes": [[resource_id, is_update] for resource_id, is_update in self.nodes],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CheckResources:
+        if data.get("kind") != cls.kind or data.get("version") != cls.version:
+            raise MessageError(f"not a {cls.kind} v{cls.version} message: {data!r}")
+        try:
+            nodes = tuple((int(node[0]), bool(node[1])) for node in data["nodes"])
+            if not nodes or any(len(node) != 2 for node in data["nodes"]):
+                raise ValueError("no nodes, or a node that is not [resource_id, is_update]")
+            return cls(
+                stack_id=str(data["stack_id"]),
+                traversal_id=str(data["traversal_id"]),
+                nodes=nodes,
+            )
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise MessageError(f"malformed {cls.kind} message: {data!r}") from exc
+
+
+def work_checks(data: dict[str, Any]) -> list[CheckResource]:
+    """The checks a work message asks for: one (``CheckResource``) or several
+    (``CheckResources``); ``MessageError`` for anything else."""
+    if data.get("kind") == CheckResources.kind:
+        return CheckResources.from_dict(data).checks()
+    return [CheckResource.from_dict(data)]
+
+
+@dataclass(frozen=True)
 class ChangeNotification:
     """An entity of a resource type appeared, changed its essence (or owner), or disappeared.
 

@@ -286,3 +286,29 @@ async def test_acknowledged_work_is_not_delivered_again(buses: Callable[..., Amq
     await buses().start(handled_into(again, "again"))
     await asyncio.sleep(0.5)
     assert again == []
+
+
+async def test_sends_before_any_connection_share_one(
+    buses: Callable[..., AmqpBus], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process that sends many messages at once before it connected (a traversal's
+    leaves from a client that did not connect first) opens one connection, not one each."""
+    import converge.adapters.amqp_bus as amqp_bus
+
+    opened: list[object] = []
+    real_connect = amqp_bus.aio_pika.connect_robust
+
+    async def counting(*args: Any, **kwargs: Any) -> Any:
+        connection = await real_connect(*args, **kwargs)
+        opened.append(connection)
+        return connection
+
+    monkeypatch.setattr(amqp_bus.aio_pika, "connect_robust", counting)
+    received: list[tuple[str, int]] = []
+    worker, sender = buses(), buses()
+    await worker.start(handled_into(received, "worker"))
+    opened.clear()
+    await asyncio.gather(*(sender.send_work({"n": n}) for n in range(20)))
+    assert len(opened) == 1
+    await until(lambda: len(received) == 20)
+    assert sorted(n for _, n in received) == list(range(20))

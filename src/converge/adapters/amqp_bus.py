@@ -108,6 +108,7 @@ class AmqpBus:
         self._acks = _Acknowledgements()
         self._declared_host_queues: set[str] = set()
         self._subscriptions: set[AmqpSubscription] = set()
+        self._connecting = asyncio.Lock()
 
     # --- names -------------------------------------------------------------------------
 
@@ -125,9 +126,19 @@ class AmqpBus:
     # --- lifecycle ---------------------------------------------------------------------
 
     async def connect(self) -> None:
-        """Connect and declare the exchange and the shared work queue (idempotent)."""
-        if self._connection is not None:
+        """Connect and declare the exchange and the shared work queue (idempotent).
+
+        One connection whoever calls: the first sends of a process that did not connect
+        first (a traversal's leaves, sent together) all wait for the one connection
+        instead of each opening its own (67 connections for 1,000 leaves, each kept
+        open, and their handshakes on the way of the first message)."""
+        if self._publishing is not None:
             return
+        async with self._connecting:
+            if self._publishing is None:
+                await self._connect()
+
+    async def _connect(self) -> None:
         try:
             with _quiet_transport_errors():  # the BusError below says it, with the URL
                 connection = await aio_pika.connect_robust(
@@ -140,11 +151,20 @@ class AmqpBus:
             where = without_password(self._url)
             raise BusError(f"cannot connect to the broker {where}: {exc}") from exc
         self._connection = connection
-        self._publishing = await connection.channel(publisher_confirms=True)
-        self._notifications = await self._publishing.declare_exchange(
-            self.exchange_name, aio_pika.ExchangeType.TOPIC, durable=True
-        )
-        await self._declare_work_queue(self._publishing, self.work_queue)
+        try:
+            publishing = await connection.channel(publisher_confirms=True)
+            self._notifications = await publishing.declare_exchange(
+                self.exchange_name, aio_pika.ExchangeType.TOPIC, durable=True
+            )
+            await self._declare_work_queue(publishing, self.work_queue)
+        except BaseException:
+            # Not half connected: the next call connects again, on a connection of its own.
+            self._connection = None
+            with contextlib.suppress(*_SEND_ERRORS):
+                await connection.close()
+            raise
+        # Last: what ``connect`` looks at, so no caller sends before all of this is done.
+        self._publishing = publishing
 
     async def start(self, work_handler: WorkHandler) -> None:
         """Consume the shared work queue and this host's own, at most ``prefetch`` at once."""

@@ -10,6 +10,7 @@ import asyncio
 import logging
 import os
 import uuid
+from collections import deque
 from collections.abc import Collection
 from typing import Any
 
@@ -25,7 +26,7 @@ from converge.engine.operations import StackOperations
 from converge.engine.settings import EngineSettings
 from converge.engine.worker import Worker
 from converge.errors import ConvergeError, StateError, StoreError
-from converge.messages import CheckResource, MessageError
+from converge.messages import CheckResource, MessageError, work_checks
 from converge.ports import Bus, Clock, Store
 from converge.records import ServiceRecord, StackRecord
 from converge.resources.registry import PluginRegistry, default_registry
@@ -80,6 +81,9 @@ class Engine:
         self.drift = DriftHandler(self.ctx, self.operations, self.worker)
         self._semaphore = asyncio.Semaphore(self.ctx.settings.max_concurrent_checks)
         self._checks: set[asyncio.Task[None]] = set()
+        # Messages of several checks being started as room frees up (``_run_batch``).
+        self._batches: set[asyncio.Task[None]] = set()
+        self._waiting_for_room: deque[asyncio.Future[None]] = deque()
         self._loops: list[asyncio.Task[None]] = []
         self._progress = StallWatch(
             self.ctx.settings.sweep_patience, self.ctx.settings.longest_sweep_patience
@@ -145,7 +149,7 @@ class Engine:
         self._started = False
         await self._hand_back_continued()
         await self.ctx.bus.close()
-        tasks = [*self._loops, *self._checks]
+        tasks = [*self._loops, *self._batches, *self._checks]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -164,20 +168,43 @@ class Engine:
 
     # --- work ---------------------------------------------------------------------------
 
-    def _on_work(self, data: dict[str, Any]) -> asyncio.Future[None]:
-        """Start checking the node a message names; done when its result is stored.
+    def _on_work(self, data: dict[str, Any]) -> asyncio.Future[Any]:
+        """Start checking the node or nodes a message names; done when every result is
+        stored.
 
-        The bus acknowledges a message only when the returned task is done, so a check
-        that this process never finished is delivered again (and re-checking is harmless).
+        The bus acknowledges a message only when the returned future is done, so a check
+        that this process never finished is delivered again (and re-checking is harmless:
+        the nodes of a message that were done find their work done).
         """
         try:
-            message = CheckResource.from_dict(data)
+            checks = work_checks(data)
         except MessageError as exc:
             log.error("dropped unreadable message", extra={"error": str(exc)})
             dropped: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             dropped.set_result(None)
             return dropped
-        return self._start_check(message)
+        if len(checks) == 1:
+            return self._start_check(checks[0])
+        batch = asyncio.get_running_loop().create_task(self._run_batch(checks))
+        self._batches.add(batch)
+        batch.add_done_callback(self._batches.discard)
+        return batch
+
+    async def _run_batch(self, checks: list[CheckResource]) -> None:
+        """The checks of one message, each started once this process has room for it
+        (fewer checks started than ``max_concurrent_checks``): the prefetch counts
+        messages, and a prefetch of batches started at once would be tens of thousands
+        of waiting tasks (2 KB each) in a big stack's worker. Done when all of them are."""
+        limit = self.ctx.settings.max_concurrent_checks
+        started: list[asyncio.Task[None]] = []
+        loop = asyncio.get_running_loop()
+        for check in checks:
+            while len(self._checks) >= limit:
+                room: asyncio.Future[None] = loop.create_future()
+                self._waiting_for_room.append(room)
+                await room
+            started.append(self._start_check(check))
+        await asyncio.gather(*started)
 
     def _check_here(self, message: CheckResource) -> bool:
         """Start a check that a finish here made ready (local continuation), if this
@@ -194,8 +221,18 @@ class Engine:
     def _start_check(self, message: CheckResource) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(self._run_check(message))
         self._checks.add(task)
-        task.add_done_callback(self._checks.discard)
+        task.add_done_callback(self._check_ended)
         return task
+
+    def _check_ended(self, task: asyncio.Task[None]) -> None:
+        self._checks.discard(task)
+        # The room it leaves goes to one waiting batch, the longest waiting: waking them
+        # all at every end would cost each end as many wake-ups as there are batches.
+        while self._waiting_for_room:
+            room = self._waiting_for_room.popleft()
+            if not room.done():
+                room.set_result(None)
+                return
 
     async def _run_check(self, message: CheckResource, attempt: int = 0) -> None:
         node = GraphNode(message.resource_id, message.is_update)
@@ -245,7 +282,7 @@ class Engine:
             later(), name=f"converge-check-again-{message.resource_id}"
         )
         self._checks.add(task)
-        task.add_done_callback(self._checks.discard)
+        task.add_done_callback(self._check_ended)
 
     async def start_check(self, stack_id: str) -> StackRecord:
         """Start a CHECK of the stack: a traversal the workers run like any other."""
@@ -272,8 +309,9 @@ class Engine:
 
     async def idle(self) -> None:
         """Wait until no check is running in this process (tests and one-shot CLI runs)."""
-        while self._checks:
-            await asyncio.gather(*list(self._checks), return_exceptions=True)
+        while self._checks or self._batches:
+            running = [*self._batches, *self._checks]
+            await asyncio.gather(*running, return_exceptions=True)
 
     # --- level-triggered safety net ----------------------------------------------------
 

@@ -11,6 +11,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from converge.adapters.sql import tables as t
+from converge.adapters.sql.bulk import insert_rows
 from converge.adapters.sql.connection import Conn
 from converge.adapters.sql.records import column_value, new_resource_row, stack_found, stack_record
 from converge.adapters.sql.resources import ResourcesMixin
@@ -286,10 +287,8 @@ class StacksMixin(TemplatesMixin, ResourcesMixin):
                 return None
             if new_resources:
                 now = self._clock()
-                conn.execute(
-                    t.resource.insert(),
-                    [new_resource_row(stack_id, new, now) for new in new_resources],
-                )
+                new_rows = [new_resource_row(stack_id, new, now) for new in new_resources]
+                insert_rows(conn, t.resource, new_rows)
             rows = self._resources_of(conn, stack_id)
             changes, graph = build(rows)
             values = dict(changes)
