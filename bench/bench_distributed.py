@@ -45,6 +45,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -423,6 +424,12 @@ def _measure(
     text = log.read_text()
     found = re.search(r"sweeper rescues: (\d+)", text)
     rescues = int(found.group(1)) if found else None
+    if rescues:
+        # What the sweeper saw is in the serve log (its "sweeper re-sends idle work" and
+        # "a worker is gone" lines): kept, as the deployment's directory is removed.
+        kept = Path(tempfile.gettempdir()) / f"bench-serve-{os.getpid()}-{time.time():.0f}.log"
+        shutil.copyfile(log, kept)
+        notes.append(f"{rescues} rescues: serve log kept at {kept}")
     if serve.returncode not in (0, None):
         notes.append(f"serve exited {serve.returncode}: {text[-500:]}")
     return Result(case, seconds, status, peaks, cpu, rescues, notes, answer.get("settled"))

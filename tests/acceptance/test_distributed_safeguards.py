@@ -94,7 +94,7 @@ async def test_long_work_held_by_one_engine_is_not_resent_by_another(
             crossed += sum(cv.engine.engine_id != sweeper for cv in ran_on[slow])
         assert crossed
         rescued = [
-            (r.stack, r.node)  # type: ignore[attr-defined]
+            (r.stack, r.nodes, r.why)  # type: ignore[attr-defined]
             for r in caplog.records
             if r.getMessage() == "sweeper re-sends idle work"
         ]

@@ -63,6 +63,10 @@ class StallWatch:
         watched = self._watched.get(traversal)
         return watched is not None and watched.quiet >= watched.patience
 
+    def suspected(self, traversal: str) -> bool:
+        """Whether the traversal counts as stalled because a worker is gone this sweep."""
+        return traversal in self._suspected
+
     def resent(self, traversal: str) -> None:
         """The stalled traversal's ready work was sent again: wait longer before the next time."""
         watched = self._watched.get(traversal)

@@ -361,7 +361,11 @@ class Engine:
                 if self._progress.stalled(traversal):
                     self._progress.resent(traversal)
                     if await self.operations.complete_traversal(stack.id, traversal):
-                        self._rescued(stack, STACK_NODE)
+                        self.sweeper_rescues += 1
+                        log.warning(
+                            "sweeper completed a traversal left open",
+                            extra={"stack": stack.name, "traversal": traversal},
+                        )
                 continue
             if self._progress.stalled(traversal) and await self._resend_ready(
                 stack, traversal, graph, done
@@ -376,8 +380,10 @@ class Engine:
         graph: TraversalGraph,
         done: set[GraphNode],
     ) -> bool:
-        """Send again the ready nodes that no live process holds; whether there was any."""
-        resent = False
+        """Send again the ready nodes that no live process holds; whether there was any.
+        They go as a traversal's leaves do (several to a message), and the operator hears
+        of it once per traversal: each is a trigger the edge-triggered path lost."""
+        lost: list[GraphNode] = []
         for node in graph.nodes:
             if node in done or node == STACK_NODE:
                 continue
@@ -388,10 +394,24 @@ class Engine:
                 continue
             if await self._claimed_elsewhere(node):
                 continue
-            self._rescued(stack, node)
-            await self.ctx.send_check(stack.id, traversal, node)
-            resent = True
-        return resent
+            lost.append(node)
+        if not lost:
+            return False
+        self.sweeper_rescues += len(lost)
+        log.warning(
+            "sweeper re-sends idle work",
+            extra={
+                "stack": stack.name,
+                "traversal": traversal,
+                "nodes": len(lost),
+                "reported": len(done),
+                "why": "a worker is gone"
+                if self._progress.suspected(traversal)
+                else "no new report for the traversal's patience",
+            },
+        )
+        await self.ctx.send_checks(stack.id, traversal, lost)
+        return True
 
     async def _claimed_elsewhere(self, node: GraphNode) -> bool:
         """Whether another live engine holds the node's row: it is acting on it."""
@@ -399,10 +419,6 @@ class Engine:
         if row is None or row.engine_id is None or row.engine_id == self.engine_id:
             return False
         return await self.ctx.claim_stands(row.engine_id)
-
-    def _rescued(self, stack: StackRecord, node: GraphNode) -> None:
-        self.sweeper_rescues += 1
-        log.info("sweeper re-sends idle work", extra={"stack": stack.name, "node": str(node)})
 
     async def _heartbeat(self) -> None:
         await self.ctx.store.heartbeat(self.engine_id, self.ctx.clock.now())
