@@ -277,6 +277,9 @@ class Store(Protocol):
 
     async def add_events(self, stack_id: str, events: Sequence[NewEvent]) -> None: ...
 
+    async def latest_event_id(self) -> int:
+        """The newest event's id, 0 when none: it moves whenever any work is being done."""
+
     async def list_events(
         self,
         stack_id: str,

@@ -554,3 +554,20 @@ async def test_service_rows_keep_their_process_identity(store: SqlStore) -> None
         ("e1", 7, "boot:42"),
         ("e2", 8, None),
     ]
+
+
+async def test_the_latest_event_id_moves_with_every_event(store: SqlStore) -> None:
+    """The sweeper's sign that work is being done somewhere: claims and finishes add events."""
+    assert await store.latest_event_id() == 0
+    stack_id, row = await _one_resource(store)
+    before = await store.latest_event_id()
+    await store.update_resource(
+        row.id,
+        row.atomic_key,
+        {"engine_id": "e1"},
+        events=[NewEvent("a", "T", "CREATE", "IN_PROGRESS", "claimed")],
+        stack_id=stack_id,
+    )
+    after = await store.latest_event_id()
+    assert after > before
+    assert [e.id for e in await store.list_events(stack_id)][-1] == after

@@ -119,3 +119,42 @@ def test_the_longest_patience_is_no_longer_than_a_dead_process_holds_its_claims(
         watch.observe("t", 1)
         quiet += 1
     assert quiet == 15
+
+
+def test_a_traversal_quiet_while_other_work_moves_waits_for_the_longest_patience() -> None:
+    """Queued behind another traversal's work (nested stacks published one after the
+    other), a traversal is quiet but nothing is lost: it is re-sent only once quiet for the
+    longest patience, or as soon as the work elsewhere stops too."""
+    watch = StallWatch(patience=2, longest_patience=6)
+    activity = 100
+    quiet_sweeps = 0
+    while True:
+        activity += 50  # the first traversal's work goes on, events keep coming
+        watch.observe_activity(activity)
+        watch.observe("behind", 0)
+        watch.forget_others()
+        if watch.stalled("behind"):
+            break
+        quiet_sweeps += 1
+    assert quiet_sweeps == 6  # first seen, then 6 quiet sweeps: the longest patience
+    # The same traversal when nothing moves anywhere: the patience alone.
+    idle = StallWatch(patience=2, longest_patience=6)
+    stalled_at = []
+    for sweep_number in range(4):
+        idle.observe_activity(100)
+        idle.observe("lost", 3)
+        if idle.stalled("lost"):
+            stalled_at.append(sweep_number)
+        idle.forget_others()
+    assert stalled_at[0] == 2
+
+
+def test_a_worker_gone_stalls_even_while_other_work_moves() -> None:
+    watch = StallWatch(patience=2, longest_patience=30)
+    watch.observe_activity(1)
+    watch.observe("t", 5)
+    watch.forget_others()
+    watch.suspect_all()
+    watch.observe_activity(2)
+    watch.observe("t", 5)
+    assert watch.stalled("t") and watch.suspected("t")

@@ -9,9 +9,14 @@ trigger leaves its traversal with nothing more to report once the rest of its wo
 done: that traversal goes quiet, and its ready work is re-sent then.
 
 A traversal is *stalled* when ``patience`` sweeps in a row found its count of reported
-nodes unchanged. After a re-send its patience doubles (up to ``longest_patience``), so
-work that was only slow (queued behind other stacks' work, long actions) is not re-sent
-at every sweep; a report brings the patience back to where it started.
+nodes unchanged, and the workers are not busy elsewhere: a traversal's work queued behind
+another's (five nested stacks of 20,000 leaves each published one after the other: the
+last four wait for the first) is quiet too, and re-sending it only doubles the queue. So
+while anything else moves (``observe_activity``: the newest event id of the whole state),
+a quiet traversal is stalled only once it has been quiet for ``longest_patience`` sweeps,
+which bounds how long lost work waits while the workers are busy. After a re-send its
+patience doubles (up to ``longest_patience``), so work that was only slow (long actions)
+is not re-sent at every sweep; a report brings the patience back to where it started.
 """
 
 from __future__ import annotations
@@ -44,6 +49,16 @@ class StallWatch:
         self._watched: dict[str, _Watched] = {}
         self._seen: set[str] = set()
         self._suspected: set[str] = set()
+        self._activity: int | None = None
+        self._idle_sweeps = 0  # sweeps in a row that found no work done anywhere
+
+    def observe_activity(self, marker: int) -> None:
+        """Once per sweep, before ``observe``: a value that moves whenever work is done
+        anywhere (the newest event's id)."""
+        if marker == self._activity:
+            self._idle_sweeps += 1
+        else:
+            self._activity, self._idle_sweeps = marker, 0
 
     def observe(self, traversal: str, reported: int) -> None:
         """This sweep found ``reported`` nodes of ``traversal`` reported."""
@@ -61,7 +76,11 @@ class StallWatch:
         if traversal in self._suspected:
             return True
         watched = self._watched.get(traversal)
-        return watched is not None and watched.quiet >= watched.patience
+        if watched is None or watched.quiet < watched.patience:
+            return False
+        # Quiet while other work moves: queued behind it, unless quiet for very long.
+        idle = self._activity is None or self._idle_sweeps >= self.patience
+        return idle or watched.quiet >= self.longest_patience
 
     def suspected(self, traversal: str) -> bool:
         """Whether the traversal counts as stalled because a worker is gone this sweep."""

@@ -340,6 +340,7 @@ class Engine:
         await self._refresh_live_engines()
         if self.engine_id not in self.sweepers:
             return
+        self._progress.observe_activity(await self.ctx.store.latest_event_id())
         stacks = await self.ctx.store.list_stacks(None)
         for stack in stacks:
             if stack.status != Status.IN_PROGRESS or not stack.current_traversal:

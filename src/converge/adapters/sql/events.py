@@ -36,6 +36,14 @@ class EventsMixin(StoreBase):
             assert isinstance(conn, Connection)
             conn.execute(_INSERT_EVENT, rows)
 
+    async def latest_event_id(self) -> int:
+        """The newest event's id (0 when there is none): one index lookup."""
+        return await self._read(self._latest_event_id)
+
+    def _latest_event_id(self) -> int:
+        with self._tx() as conn:
+            return int(conn.execute(sa.select(sa.func.max(t.event.c.id))).scalar() or 0)
+
     async def list_events(
         self,
         stack_id: str,
