@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from converge.core.baseline import ManagedEntity, Observation, Snapshot
 from converge.core.states import Action
-from converge.core.traversal import GraphNode
+from converge.core.traversal import FanInPart, GraphNode
 from converge.errors import StateError
 from converge.messages import ChangeNotification
 from converge.records import (
@@ -262,11 +262,15 @@ class Store(Protocol):
         reports: Mapping[GraphNode, Mapping[str, Any]],
         expected_counts: Mapping[GraphNode, int],
         kept_if_superseded: Mapping[str, Any] | None = None,
+        fan_in: Mapping[GraphNode, FanInPart] | None = None,
     ) -> tuple[bool, list[GraphNode], str]:
         """Store a node's result and report it to its successors in one transaction:
         (stored, the successors this report made ready, the stack's current traversal).
         ``kept_if_superseded``: a row this node deletes is updated with these changes
-        instead when a newer traversal started meanwhile (it may have chosen the row)."""
+        instead when a newer traversal started meanwhile (it may have chosen the row).
+        ``fan_in``: the sender's group in targets with many predecessors
+        (``TraversalGraph.fan_in_part``), which a store may count by group; every
+        sender of a traversal passes them alike."""
 
     async def count_reports(self, traversal_id: str, target: GraphNode) -> int: ...
 

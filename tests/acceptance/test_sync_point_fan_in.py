@@ -1,6 +1,6 @@
 """Fan-in on both databases: many resources finishing together trigger their dependent.
 
-Thirty ``OS::Heat::None`` finish at almost the same moment and all report to the one
+Thirty (and 250) ``OS::Heat::None`` finish at almost the same moment and all report to the one
 resource that depends on them. On PostgreSQL, counting reports under READ COMMITTED let
 every reporter see one report short, so nothing fired the dependent and only the sweeper
 rescued the create. Here the create must finish by its own triggers: with no sweeper at
@@ -57,3 +57,32 @@ async def test_fan_in_needs_no_rescue_from_a_fast_sweeper(
     async with Converge.open(database_url, settings=settings(tmp_path, 0.05)) as cv:
         await create_rounds(cv)
         assert cv.engine.sweeper_rescues == 0
+
+
+# Bigger than one group of a split counter (``FAN_IN_PART``, 64): ``last`` waits for
+# three groups, the stack for two (``last`` and the independent ones are its sinks).
+BIG_FAN_IN = 150
+SINKS = 100
+BIG_TEMPLATE = "\n".join(
+    [
+        "heat_template_version: 2021-04-16",
+        "resources:",
+        *(f"  r{i}: {{type: OS::Heat::None}}" for i in range(BIG_FAN_IN)),
+        *(f"  s{i}: {{type: OS::Heat::None}}" for i in range(SINKS)),
+        "  last:",
+        "    type: OS::Heat::None",
+        f"    depends_on: [{', '.join(f'r{i}' for i in range(BIG_FAN_IN))}]",
+    ]
+)
+
+
+async def test_a_fan_in_counted_in_groups_completes_by_its_own_triggers(
+    database_url: str, tmp_path: Path
+) -> None:
+    for sweep_interval in (3600.0, 0.05):
+        async with Converge.open(database_url, settings=settings(tmp_path, sweep_interval)) as cv:
+            for round_ in range(2):
+                name = f"big-{sweep_interval}-{round_}"
+                stack = await asyncio.wait_for(cv.create_stack(name, BIG_TEMPLATE), 60)
+                assert stack.stack_status == "CREATE_COMPLETE", f"{name}: {stack.stack_status}"
+            assert cv.engine.sweeper_rescues == 0

@@ -235,3 +235,31 @@ async def test_batches_that_deadlock_are_run_again_one_by_one(postgres_url: str)
     finally:
         for store in stores:
             await store.close()
+
+
+async def test_finishes_on_one_group_counter_share_a_batch(store: SqlStore) -> None:
+    """Finishes that lock the same group counter of a big fan-in and nothing else shared
+    go last together; one on another group, or on other shared rows, waits."""
+    assert store._pg is not None
+    batcher = store._pg._batcher()
+    loop = asyncio.get_running_loop()
+    group, other = (0, True, 3), (0, True, 4)
+    queued: list[tuple[int, postgres_batch.SharedKey]] = [
+        (8, group),
+        (2, None),
+        (6, other),
+        (4, group),
+        (9, True),
+        (1, group),
+    ]
+    for order, shared in queued:
+        batcher._queue.append(
+            postgres_batch._Statement("SELECT 1", {}, order, shared, loop.create_future())
+        )
+    first = batcher._take()
+    assert [(s.order, s.shared) for s in first] == [(2, None), (1, group), (4, group), (8, group)]
+    second = batcher._take()
+    assert [(s.order, s.shared) for s in second] == [(6, other)]
+    assert [(s.order, s.shared) for s in batcher._take()] == [(9, True)]
+    for statement in first + second:
+        statement.future.cancel()

@@ -21,7 +21,7 @@ from converge.adapters.sql.entities import EntityStore
 from converge.adapters.sql.store import SqlStore
 from converge.core.baseline import observation
 from converge.core.states import Action
-from converge.core.traversal import GraphNode
+from converge.core.traversal import GraphNode, TraversalGraph
 from converge.messages import ChangeKind
 from converge.records import NewResource, ServiceRecord
 
@@ -145,6 +145,89 @@ async def test_one_sender_reporting_to_many_racing_sync_points(stores: list[SqlS
             (node.resource_id for _s, ready, _c in results for node in ready),
         )
         assert fired == [t.resource_id for t in targets], f"round {round_}"
+
+
+FAN_IN = 300
+FAN_IN_PART = 8  # small groups: 38 of them, the last one short
+
+
+def _fan_in(target: GraphNode, senders: int) -> TraversalGraph:
+    graph = TraversalGraph()
+    for sender in range(senders):
+        graph.add_edge(target, GraphNode(sender, True))
+    return graph
+
+
+@pytest.mark.parametrize("repeat", [False, True])
+async def test_racing_reporters_fire_a_big_fan_in_exactly_once(
+    stores: list[SqlStore], repeat: bool
+) -> None:
+    """Hundreds of predecessors of one target finishing at once, counted in groups: the
+    target fires exactly once, whether some reports are delivered twice (racing their
+    first delivery) or not; a repeated report after that re-announces it."""
+    stack_id = await new_stack(stores[0])
+    target = GraphNode(100_000, True)
+    graph = _fan_in(target, FAN_IN)
+
+    async def report(sender: int) -> list[GraphNode]:
+        node = GraphNode(sender, True)
+        part = graph.fan_in_part(target, node, FAN_IN_PART)
+        assert part is not None
+        _stored, ready, _current = await stores[sender % PROCESSES].finish_node(
+            stack_id,
+            "t",
+            node,
+            resource_id=None,
+            expected_key=None,
+            changes=None,
+            reports={target: {"sender": sender}},
+            expected_counts={target: FAN_IN},
+            fan_in={target: part},
+        )
+        return ready
+
+    senders = list(range(FAN_IN)) + (list(range(0, FAN_IN, 7)) if repeat else [])
+    results = await asyncio.gather(*(report(sender) for sender in senders))
+    # Exactly one first report completed it. A repeated report racing the last first one
+    # may see it complete too: re-announcing is what a repeat does.
+    firsts = [ready for ready in results[:FAN_IN] if ready]
+    assert firsts == [[target]], f"fired {len(firsts)} times"
+    assert all(ready in ([], [target]) for ready in results[FAN_IN:])
+    assert await stores[0].count_reports("t", target) == FAN_IN
+    assert await report(5) == [target]  # re-announced once complete
+
+
+async def test_a_big_fan_in_does_not_fire_before_its_last_group(stores: list[SqlStore]) -> None:
+    """Every group but one complete, and the last one but one report: not ready; the
+    last report makes it ready, and the store kept the parts for its purge."""
+    stack_id = await new_stack(stores[0])
+    target = GraphNode(200_000, True)
+    count = 3 * FAN_IN_PART + 2
+    graph = _fan_in(target, count)
+
+    async def report(sender: int) -> list[GraphNode]:
+        node = GraphNode(sender, True)
+        _stored, ready, _current = await stores[sender % PROCESSES].finish_node(
+            stack_id,
+            "t",
+            node,
+            resource_id=None,
+            expected_key=None,
+            changes=None,
+            reports={target: {}},
+            expected_counts={target: count},
+            fan_in={target: graph.fan_in_part(target, node, FAN_IN_PART)},  # type: ignore[dict-item]
+        )
+        return ready
+
+    order = [*range(1, count), 0]
+    for sender in order[:-1]:
+        assert await report(sender) == [], f"sender {sender}"
+    assert await report(order[-1]) == [target]
+    await stores[0].purge_stack_data(stack_id, [])
+    with stores[0]._engine.connect() as conn:
+        left = conn.execute(sa.text("SELECT count(*) FROM sync_part")).scalar_one()
+    assert left == 0
 
 
 async def test_racing_claimers_in_several_processes_win_once(stores: list[SqlStore]) -> None:

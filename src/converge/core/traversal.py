@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 
 @dataclass(frozen=True, order=True)
@@ -34,6 +34,19 @@ class GraphNode:
 
 # The stack's own sync point: every node nothing else waits for reports here.
 STACK_NODE = GraphNode(0, True)
+
+
+# Predecessors per part of a big fan-in's counter (see ``TraversalGraph.fan_in_part``).
+FAN_IN_PART = 64
+
+
+class FanInPart(NamedTuple):
+    """Where a sender counts in a target with more than ``FAN_IN_PART`` predecessors:
+    its group (``part``, of ``size`` predecessors) out of ``parts`` groups."""
+
+    part: int
+    size: int
+    parts: int
 
 
 @dataclass(frozen=True)
@@ -66,9 +79,15 @@ class TraversalGraph:
     # The stack node's predecessors, computed once: every finished node asks for their
     # number, and recomputing them would make a traversal O(N²).
     _sinks: frozenset[GraphNode] | None = field(default=None, repr=False, compare=False)
+    # Each big fan-in's predecessors by their place in sorted order, computed once per
+    # target for the same reason.
+    _places: dict[GraphNode, dict[GraphNode, int]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def add_node(self, node: GraphNode) -> None:
         self._sinks = None
+        self._places = {}
         self.predecessors.setdefault(node, set())
         self.successors.setdefault(node, set())
 
@@ -110,6 +129,29 @@ class TraversalGraph:
                 self._sinks = frozenset(n for n, succs in self.successors.items() if not succs)
             return self._sinks
         return self.predecessors.get(node, set())
+
+    def fan_in_part(
+        self, target: GraphNode, sender: GraphNode, size: int = FAN_IN_PART
+    ) -> FanInPart | None:
+        """The group ``sender`` counts in, when ``target`` waits for more than ``size``
+        predecessors (None otherwise, or when ``sender`` is not one of them).
+
+        One counter row for 10,000 predecessors serializes their finishes on its lock;
+        split into groups of at most ``size`` (by sorted predecessor), each sender
+        increments its group's counter, the one completing a group increments the
+        target's, and the target is ready once every group is complete.
+        """
+        preds = self.predecessors_of(target)
+        if len(preds) <= size:
+            return None
+        places = self._places.get(target)
+        if places is None:
+            places = self._places[target] = {node: i for i, node in enumerate(sorted(preds))}
+        place = places.get(sender)
+        if place is None:
+            return None
+        part, count = place // size, len(preds)
+        return FanInPart(part, min(size, count - part * size), -(-count // size))
 
     def pin_hosts(self, hosts: Mapping[int, str]) -> None:
         """Record the host of each resource of the graph that is bound to one."""

@@ -156,3 +156,17 @@ def test_the_hosts_of_bound_resources_travel_with_the_graph() -> None:
     assert again.host_of(U(1)) == "alpha"
     # a graph with no bound resource is stored as before
     assert "hosts" not in build_traversal_graph({"n": []}, {"n": 2}, []).encode()
+
+
+def test_a_big_fan_in_is_split_in_groups_of_sorted_predecessors() -> None:
+    graph = TraversalGraph()
+    for i in range(1, 11):
+        graph.add_node(U(i))  # ten sinks: the stack waits for all of them
+    assert graph.fan_in_part(STACK_NODE, U(3), size=10) is None  # small enough: one counter
+    parts = [graph.fan_in_part(STACK_NODE, U(i), size=4) for i in range(1, 11)]
+    assert parts[0] == (0, 4, 3) and parts[3] == (0, 4, 3)
+    assert parts[4] == (1, 4, 3) and parts[7] == (1, 4, 3)
+    assert parts[8] == (2, 2, 3) and parts[9] == (2, 2, 3)  # the last group is short
+    assert graph.fan_in_part(STACK_NODE, U(99), size=4) is None  # not a predecessor
+    graph.add_edge(U(11), U(10))  # U(10) is no longer a sink: groups are recomputed
+    assert graph.fan_in_part(STACK_NODE, U(11), size=4) == (2, 2, 3)

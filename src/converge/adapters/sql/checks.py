@@ -15,7 +15,7 @@ from converge.adapters.sql.connection import Conn
 from converge.adapters.sql.records import event_rows, resource_record, stack_found
 from converge.adapters.sql.stacks import StacksMixin
 from converge.adapters.sql.sync_points import SyncPointsMixin
-from converge.core.traversal import GraphNode
+from converge.core.traversal import FanInPart, GraphNode
 from converge.records import NewEvent, Report, ResourceRecord, StackRecord
 
 
@@ -62,6 +62,7 @@ class ChecksMixin(StacksMixin, SyncPointsMixin):
         reports: Mapping[GraphNode, Mapping[str, Any]],
         expected_counts: Mapping[GraphNode, int],
         kept_if_superseded: Mapping[str, Any] | None = None,
+        fan_in: Mapping[GraphNode, FanInPart] | None = None,
     ) -> tuple[bool, list[GraphNode], str]:
         """Store a node's result and report it to its successors in one transaction.
 
@@ -69,6 +70,8 @@ class ChecksMixin(StacksMixin, SyncPointsMixin):
         is False when the resource row changed under us (nothing is written then).
         ``kept_if_superseded``: a row to delete is kept with these changes instead when
         the traversal is no longer current (the newer one may have chosen the row).
+        ``fan_in``: on PostgreSQL, big fan-ins are counted by group (``sync_part``); on
+        SQLite (one writer, no lock to wait on) they keep one counter.
         """
         args = (
             stack_id,
@@ -82,6 +85,7 @@ class ChecksMixin(StacksMixin, SyncPointsMixin):
             reports,
             expected_counts,
             kept_if_superseded,
+            fan_in or {},
         )
         if self._pg is not None:
             return await self._pg_finish_node(*args)
@@ -100,7 +104,8 @@ class ChecksMixin(StacksMixin, SyncPointsMixin):
         events: Sequence[NewEvent],
         reports: Mapping[GraphNode, Mapping[str, Any]],
         expected_counts: Mapping[GraphNode, int],
-        kept_if_superseded: Mapping[str, Any] | None = None,
+        kept_if_superseded: Mapping[str, Any] | None,
+        fan_in: Mapping[GraphNode, FanInPart],
     ) -> tuple[bool, list[GraphNode], str]:
         if resource_id is not None and expected_key is not None:
             if (
@@ -121,7 +126,7 @@ class ChecksMixin(StacksMixin, SyncPointsMixin):
                 conn.rollback()
                 return False, [], ""
         self._add_events(conn, stack_id, events)
-        ready = self._report(conn, stack_id, traversal_id, sender, reports, expected_counts)
+        ready = self._report(conn, stack_id, traversal_id, sender, reports, expected_counts, fan_in)
         current = self._current_traversal(conn, stack_id)
         return True, ready, current or ""
 
@@ -138,6 +143,7 @@ class ChecksMixin(StacksMixin, SyncPointsMixin):
         reports: Mapping[GraphNode, Mapping[str, Any]],
         expected_counts: Mapping[GraphNode, int],
         kept_if_superseded: Mapping[str, Any] | None,
+        fan_in: Mapping[GraphNode, FanInPart],
     ) -> tuple[bool, list[GraphNode], str]:
         """``finish_node`` on PostgreSQL: one statement (see ``postgres_hot``)."""
         assert self._pg is not None
@@ -163,6 +169,7 @@ class ChecksMixin(StacksMixin, SyncPointsMixin):
                     target.is_update,
                     dict(reports[target]),
                     expected_counts.get(target, 0),
+                    fan_in.get(target),
                 )
                 for target in sorted(reports)
             ],

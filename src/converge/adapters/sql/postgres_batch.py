@@ -14,7 +14,10 @@ has committed. What changes is how long row locks are held: to the end of the ba
 So that two batches never wait on each other in a cycle, statements are sent in the
 order of their resource id, and a statement that locks rows shared with other checks (a
 successor's sync point, which every sender locks in the same order) goes last and alone
-of its kind in a batch. Two batches could then only deadlock over one row touched by two
+of its kind in a batch. Except finishes that lock one and the same group counter of a
+big fan-in (``sync_part``) and nothing else shared: they go last together, as the
+first would alone (the group's row, then maybe the target's: the same order for each).
+Two batches could then only deadlock over one row touched by two
 checks at once (a repeated delivery): PostgreSQL breaks that, and the fallback mends it.
 
 The fallback: when the server rejects a batch (one statement's error, a deadlock) the
@@ -50,6 +53,9 @@ MAX_BATCH = 64
 MAX_SENDERS = 4
 
 Row = tuple[Any, ...] | None
+# The rows other checks lock too that a statement locks: None, none; a tuple, only this
+# one counter (finishes with the same key can share a batch); True, others.
+SharedKey = tuple[Any, ...] | bool | None
 
 
 @dataclass(slots=True)
@@ -57,7 +63,7 @@ class _Statement:
     sql: str
     params: Mapping[str, Any]
     order: int  # the resource id it touches (batches are sent in this order)
-    shared: bool  # it locks rows other checks lock too (sync points): one per batch, last
+    shared: SharedKey  # rows other checks lock too (sync points): last in a batch
     future: asyncio.Future[Row] = field(repr=False)
 
 
@@ -73,7 +79,7 @@ class StatementBatcher:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def run(
-        self, sql: str, params: Mapping[str, Any], *, order: int = 0, shared: bool = False
+        self, sql: str, params: Mapping[str, Any], *, order: int = 0, shared: SharedKey = None
     ) -> Row:
         """The statement's first row (None when it returns none), once it committed."""
         loop = asyncio.get_running_loop()
@@ -102,25 +108,27 @@ class StatementBatcher:
             self._senders -= 1
 
     def _take(self) -> list[_Statement]:
-        """The next batch: in order of resource id, one statement on shared rows, last."""
+        """The next batch: in order of resource id, then the statements on shared rows,
+        last: one, or several locking the same group counter only."""
         taken: list[_Statement] = []
-        shared: _Statement | None = None
+        shared: list[_Statement] = []
         later: list[_Statement] = []
-        while self._queue and len(taken) + len(later) + (shared is not None) < self._max:
+        while self._queue and len(taken) + len(later) + len(shared) < self._max:
             statement = self._queue.popleft()
             if statement.future.done():
                 continue  # its caller was cancelled while it waited
             if not statement.shared:
                 taken.append(statement)
-            elif shared is None:
-                shared = statement
+            elif not shared or (
+                isinstance(statement.shared, tuple) and statement.shared == shared[0].shared
+            ):
+                shared.append(statement)
             else:
                 later.append(statement)
         self._queue.extendleft(reversed(later))
         taken.sort(key=lambda statement: statement.order)
-        if shared is not None:
-            taken.append(shared)
-        return taken
+        shared.sort(key=lambda statement: statement.order)
+        return taken + shared
 
     async def _send(self, conn: Connection, batch: list[_Statement]) -> bool:
         """Run ``batch`` and hand out its results; False when the connection was lost."""

@@ -30,8 +30,9 @@ from psycopg.types.json import set_json_loads
 
 from converge.adapters import json_codec
 from converge.adapters.sql import tables as t
-from converge.adapters.sql.postgres_batch import StatementBatcher
+from converge.adapters.sql.postgres_batch import SharedKey, StatementBatcher
 from converge.adapters.sql.postgres_pool import Connection, LoopConnections
+from converge.core.traversal import FanInPart
 from converge.errors import StoreError
 
 
@@ -123,11 +124,11 @@ class PostgresHotPath:
                 pool.close_from_elsewhere()
 
     async def _one(
-        self, sql: str, params: Mapping[str, Any], *, order: int = 0, shared: bool = False
+        self, sql: str, params: Mapping[str, Any], *, order: int = 0, shared: SharedKey = None
     ) -> tuple[Any, ...] | None:
         """The statement's first row, sent with whatever other statements wait
-        (``postgres_batch``): ``order``, the resource id it touches; ``shared``, it locks
-        rows other checks lock too."""
+        (``postgres_batch``): ``order``, the resource id it touches; ``shared``, the rows
+        other checks lock too that it locks (``SharedKey``)."""
         return await self._batcher().run(sql, params, order=order, shared=shared)
 
     async def _read(
@@ -253,7 +254,7 @@ class PostgresHotPath:
         delete: bool,
         kept: Mapping[str, Any] | None,
         events: Sequence[Mapping[str, Any]],
-        targets: Sequence[tuple[int, bool, Mapping[str, Any], int]],
+        targets: Sequence[tuple[int, bool, Mapping[str, Any], int, FanInPart | None]],
         now: float,
     ) -> tuple[bool, list[tuple[int, bool]], str]:
         """Store a node's result and report it to its successors in one statement.
@@ -261,9 +262,10 @@ class PostgresHotPath:
         ``resource``: (id, expected key) to write, with ``values`` (compare-and-swap) or
         ``delete``; ``kept``: with ``delete``, the values written instead of deleting when
         the stack's current traversal is no longer ``traversal_id``. ``targets``:
-        (resource id, is update, report data, expected count), in the order every sender
-        uses (counters are locked in that order: no deadlock). Returns (stored, the
-        targets now ready, the stack's current traversal), as ``SqlStore.finish_node``.
+        (resource id, is update, report data, expected count, the sender's group when the
+        target's counter is split), in the order every sender uses (counters are locked in
+        that order: no deadlock). Returns (stored, the targets now ready, the stack's
+        current traversal), as ``SqlStore.finish_node``.
         """
         written = kept if delete and kept is not None else None if delete else values
         mode = _finish_mode(resource is not None, delete, kept is not None, values is not None)
@@ -276,18 +278,24 @@ class PostgresHotPath:
             "sender_is_update": sender[1],
             "targets": json_codec.dumps(
                 [
-                    {"rid": rid, "upd": upd, "data": data, "expected": expected, "pos": pos}
-                    for pos, (rid, upd, data, expected) in enumerate(targets)
+                    {
+                        "rid": rid,
+                        "upd": upd,
+                        "data": data,
+                        "expected": expected,
+                        "pos": pos,
+                        "part": part.part if part else 0,
+                        "psize": part.size if part else 0,
+                        "parts": part.parts if part else 0,
+                    }
+                    for pos, (rid, upd, data, expected, part) in enumerate(targets)
                 ]
             ),
         }
         params.update(_event_params(stack_id, events, now))
         if resource is not None:
             params.update(_cas_params(resource[0], resource[1], written or {}))
-        # Counters of targets waiting for more than one report are rows other senders
-        # lock: such a finish goes last in its batch, alone of its kind.
-        shared = any(expected > 1 for _rid, _upd, _data, expected in targets)
-        found = await self._one(sql, params, order=sender[0], shared=shared)
+        found = await self._one(sql, params, order=sender[0], shared=_shared_key(targets))
         assert found is not None  # the final SELECT always has its one row
         stored, current, new, counted, received = found
         if not stored:
@@ -296,16 +304,33 @@ class PostgresHotPath:
         counts = {(rid, bool(upd)): n for rid, upd, n in counted or ()}
         seen = {(rid, bool(upd)): n for rid, upd, n in received or ()}
         ready = []
-        for rid, upd, _data, expected in targets:
+        for rid, upd, _data, expected, part in targets:
             key = (rid, upd)
+            needed = expected if part is None else part.parts
             if expected <= 1:
                 ready.append(key)  # waiting for one report, this one: nobody to race
             elif key in is_new:
-                if counts.get(key, 0) >= expected:
+                if counts.get(key, 0) >= needed:
                     ready.append(key)
-            elif seen.get(key, 0) >= expected:
+            elif seen.get(key, 0) >= needed:
                 ready.append(key)  # a repeated report re-announces a complete target
         return True, ready, current or ""
+
+
+def _shared_key(
+    targets: Sequence[tuple[int, bool, Mapping[str, Any], int, FanInPart | None]],
+) -> SharedKey:
+    """What rows of other checks' the finish locks (``postgres_batch``): none when every
+    target waits for this report only; the counter of one group of one big fan-in (many
+    such finishes can share a batch); or other sync points' counters."""
+    shared = [(rid, upd, part) for rid, upd, _data, expected, part in targets if expected > 1]
+    if not shared:
+        return None
+    if len(shared) == 1 and shared[0][2] is not None:
+        rid, upd, part = shared[0]
+        assert part is not None
+        return (rid, upd, part.part)
+    return True
 
 
 def _configure(conn: Connection) -> None:
@@ -392,16 +417,29 @@ def _finish_statement(mode: str, names: Sequence[str]) -> str:
         f"ev AS (INSERT INTO event (stack_id, {', '.join(_EVENT_COLUMNS)}, created_at) "
         f"{_EVENTS_FROM_JSON} WHERE (SELECT ok FROM ok)), "
         "g AS (SELECT * FROM json_to_recordset(%(targets)s::json) "
-        "AS g(rid int, upd boolean, data json, expected int, pos int)), "
+        "AS g(rid int, upd boolean, data json, expected int, pos int, part int, psize int, "
+        "parts int)), "
         "rep AS (INSERT INTO sync_report (traversal_id, target_resource_id, target_is_update, "
         "sender_resource_id, sender_is_update, stack_id, data) "
         "SELECT %(traversal_id)s, g.rid, g.upd, %(sender_id)s, %(sender_is_update)s, "
         "%(stack_id)s, g.data FROM g WHERE (SELECT ok FROM ok) ORDER BY g.pos "
         "ON CONFLICT DO NOTHING RETURNING target_resource_id, target_is_update), "
         # Only a first report counts; the upsert's row lock serializes racing reporters.
+        # A big fan-in's report counts in its group's row first (``sync_part``).
+        "pc AS (INSERT INTO sync_part (traversal_id, target_resource_id, target_is_update, "
+        "part, stack_id, received) SELECT %(traversal_id)s, g.rid, g.upd, g.part, "
+        f"%(stack_id)s, 1 FROM g JOIN rep p ON {target_key} WHERE g.parts > 0 "
+        "ORDER BY g.pos ON CONFLICT (traversal_id, target_resource_id, target_is_update, "
+        "part) DO UPDATE SET received = sync_part.received + 1 "
+        "RETURNING target_resource_id, target_is_update, received), "
+        # Every group row is locked before any target's row (the scalar sub-select reads
+        # ``pc`` to its end first), as ``sync_points`` does: one lock order for all.
         "cnt AS (INSERT INTO sync_point (traversal_id, target_resource_id, target_is_update, "
         "stack_id, received) SELECT %(traversal_id)s, g.rid, g.upd, %(stack_id)s, 1 "
-        f"FROM g JOIN rep p ON {target_key} WHERE g.expected > 1 ORDER BY g.pos "
+        f"FROM g JOIN rep p ON {target_key} WHERE g.expected > 1 "
+        "AND (SELECT count(*) FROM pc) >= 0 AND (g.parts = 0 OR EXISTS (SELECT 1 FROM pc "
+        "WHERE pc.target_resource_id = g.rid AND pc.target_is_update = g.upd "
+        "AND pc.received = g.psize)) ORDER BY g.pos "
         "ON CONFLICT (traversal_id, target_resource_id, target_is_update) "
         "DO UPDATE SET received = sync_point.received + 1 "
         "RETURNING target_resource_id, target_is_update, received) "

@@ -314,7 +314,7 @@ class StacksMixin(TemplatesMixin, ResourcesMixin):
                     t.stack.c.prev_raw_template_id,
                 ).where(t.stack.c.id == stack_id)
             ).one_or_none()
-            for table in (t.sync_report, t.sync_point):
+            for table in (t.sync_report, t.sync_point, t.sync_part):
                 purge = table.delete().where(table.c.stack_id == stack_id)
                 if current is not None and current.status == str(Status.IN_PROGRESS):
                     purge = purge.where(table.c.traversal_id != current.current_traversal)
@@ -359,4 +359,5 @@ class StacksMixin(TemplatesMixin, ResourcesMixin):
             )
             conn.execute(t.sync_report.delete().where(t.sync_report.c.stack_id == stack_id))
             conn.execute(t.sync_point.delete().where(t.sync_point.c.stack_id == stack_id))
+            conn.execute(t.sync_part.delete().where(t.sync_part.c.stack_id == stack_id))
             conn.execute(t.raw_template.delete().where(t.raw_template.c.stack_id == stack_id))

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 
 from converge.adapters.sql import tables as t
 from converge.adapters.sql.connection import Conn, StoreBase
-from converge.core.traversal import GraphNode
+from converge.core.traversal import FanInPart, GraphNode
 from converge.records import Report
 
 # The statements every resource check runs, built once: SQLAlchemy then reuses their
@@ -56,6 +56,30 @@ _COUNT_NEW_REPORT = (
     )
     .returning(_sp.received)
 )
+_part = t.sync_part.c
+# One more predecessor of a group heard from (a big fan-in, on PostgreSQL): as above, on
+# the group's row.
+_COUNT_NEW_PART_REPORT = (
+    postgresql.insert(t.sync_part)
+    .values(
+        traversal_id=sa.bindparam("traversal_id"),
+        target_resource_id=sa.bindparam("target_resource_id"),
+        target_is_update=sa.bindparam("target_is_update"),
+        part=sa.bindparam("part"),
+        stack_id=sa.bindparam("stack_id"),
+        received=1,
+    )
+    .on_conflict_do_update(
+        index_elements=[
+            _part.traversal_id,
+            _part.target_resource_id,
+            _part.target_is_update,
+            _part.part,
+        ],
+        set_={"received": _part.received + 1},
+    )
+    .returning(_part.received)
+)
 
 
 class SyncPointsMixin(StoreBase):
@@ -83,6 +107,7 @@ class SyncPointsMixin(StoreBase):
         sender: GraphNode,
         reports: Mapping[GraphNode, Mapping[str, Any]],
         expected_counts: Mapping[GraphNode, int],
+        fan_in: Mapping[GraphNode, FanInPart],
     ) -> list[GraphNode]:
         """Store the sender's report to each target; the targets that are now ready.
 
@@ -92,7 +117,15 @@ class SyncPointsMixin(StoreBase):
         re-announces a target that is already complete, so a lost trigger is recovered.
         Targets are taken in one order by every sender: two senders reporting to the same
         targets lock their counters in the same order and cannot deadlock.
+
+        A big fan-in's target (in ``fan_in``, on PostgreSQL) counts complete groups: a
+        first report increments its group's counter, and the one that completes the group
+        increments the target's; the target is ready once it counts every group.
         """
+        # Reports and group counters first, then targets' counters, each in target
+        # order, as the PostgreSQL statement locks them (``postgres_hot``).
+        counted: list[tuple[GraphNode, int]] = []  # (target, count that makes it ready)
+        repeated: list[tuple[GraphNode, int]] = []
         ready = []
         for target in sorted(reports):
             row = {
@@ -106,15 +139,34 @@ class SyncPointsMixin(StoreBase):
             }
             is_new = self._add_report(conn, row)
             expected = expected_counts.get(target, 0)
+            # SQLite has one writer: no lock to wait on, one counter is enough.
+            part = None if self.is_sqlite else fan_in.get(target)
             if expected <= 1:
                 # Waiting for one report, this one: nothing to count, nobody to race.
                 ready.append(target)
-            elif is_new:
-                if self._count_new_report(conn, stack_id, traversal_id, target) >= expected:
-                    ready.append(target)
-            elif self._received(conn, traversal_id, target) >= expected:
+            elif not is_new:
+                repeated.append((target, expected if part is None else part.parts))
+            elif part is None:
+                counted.append((target, expected))
+            elif self._count_new_part_report(conn, stack_id, traversal_id, target, part.part) == (
+                part.size
+            ):
+                counted.append((target, part.parts))  # this report completed its group
+        for target, needed in counted:
+            if self._count_new_report(conn, stack_id, traversal_id, target) >= needed:
                 ready.append(target)
-        return ready
+        for target, needed in repeated:
+            if self._received(conn, traversal_id, target) >= needed:
+                ready.append(target)
+        return sorted(ready)
+
+    def _count_new_part_report(
+        self, conn: Conn, stack_id: str, traversal_id: str, target: GraphNode, part: int
+    ) -> int:
+        assert isinstance(conn, Connection)
+        params = _sync_point(traversal_id, target)
+        params.update(stack_id=stack_id, part=part)
+        return int(conn.execute(_COUNT_NEW_PART_REPORT, params).scalar_one())
 
     def _add_report(self, conn: Conn, row: Mapping[str, Any]) -> bool:
         raw = self._raw(conn)

@@ -130,6 +130,21 @@ sync_point = Table(
     Column("received", Integer, nullable=False),
 )
 
+# 0010: a big fan-in's counter split in parts (``TraversalGraph.fan_in_part``), on
+# PostgreSQL: each predecessor increments its group's row, the one completing a group
+# increments the ``sync_point`` row, which then counts complete groups. Ten thousand
+# finishes no longer wait on one row lock, only on their group's.
+sync_part = Table(
+    "sync_part",
+    metadata,
+    Column("traversal_id", String(36), primary_key=True),
+    Column("target_resource_id", Integer, primary_key=True),
+    Column("target_is_update", Boolean, primary_key=True),
+    Column("part", Integer, primary_key=True),
+    Column("stack_id", String(36), nullable=False, index=True),
+    Column("received", Integer, nullable=False),
+)
+
 event = Table(
     "event",
     metadata,

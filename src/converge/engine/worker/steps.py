@@ -114,6 +114,11 @@ class StepsMixin(PluginCallsMixin):
             for successor in successors
         }
         expected = {successor: len(graph.predecessors_of(successor)) for successor in successors}
+        fan_in = {
+            successor: part
+            for successor in successors
+            if (part := graph.fan_in_part(successor, node)) is not None
+        }
         stored, ready, current = await self.ctx.store.finish_node(
             stack.id,
             traversal,
@@ -126,6 +131,7 @@ class StepsMixin(PluginCallsMixin):
             reports=reports,
             expected_counts=expected,
             kept_if_superseded=_kept_after_delete(row) if delete and row is not None else None,
+            fan_in=fan_in,
         )
         if not stored:
             return False

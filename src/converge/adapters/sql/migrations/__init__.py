@@ -15,5 +15,6 @@ SCHEMA_REVISIONS = (
     "0007",
     "0008_leases",
     "0009_resource_host",
+    "0010_sync_part",
 )
 SCHEMA_HEAD = SCHEMA_REVISIONS[-1]
