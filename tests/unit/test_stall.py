@@ -124,8 +124,8 @@ def test_the_longest_patience_is_no_longer_than_a_dead_process_holds_its_claims(
 def test_a_traversal_quiet_while_other_work_moves_waits_for_the_longest_patience() -> None:
     """Queued behind another traversal's work (nested stacks published one after the
     other), a traversal is quiet but nothing is lost: it is re-sent only once quiet for the
-    longest patience, or as soon as the work elsewhere stops too."""
-    watch = StallWatch(patience=2, longest_patience=6)
+    busy patience, or as soon as the work elsewhere stops too."""
+    watch = StallWatch(patience=2, longest_patience=4, busy_patience=6)
     activity = 100
     quiet_sweeps = 0
     while True:
@@ -136,7 +136,7 @@ def test_a_traversal_quiet_while_other_work_moves_waits_for_the_longest_patience
         if watch.stalled("behind"):
             break
         quiet_sweeps += 1
-    assert quiet_sweeps == 6  # first seen, then 6 quiet sweeps: the longest patience
+    assert quiet_sweeps == 6  # first seen, then 6 quiet sweeps: the busy patience
     # The same traversal when nothing moves anywhere: the patience alone.
     idle = StallWatch(patience=2, longest_patience=6)
     stalled_at = []

@@ -13,10 +13,12 @@ nodes unchanged, and the workers are not busy elsewhere: a traversal's work queu
 another's (five nested stacks of 20,000 leaves each published one after the other: the
 last four wait for the first) is quiet too, and re-sending it only doubles the queue. So
 while anything else moves (``observe_activity``: the newest event id of the whole state),
-a quiet traversal is stalled only once it has been quiet for ``longest_patience`` sweeps,
-which bounds how long lost work waits while the workers are busy. After a re-send its
-patience doubles (up to ``longest_patience``), so work that was only slow (long actions)
-is not re-sent at every sweep; a report brings the patience back to where it started.
+a quiet traversal is stalled only once it has been quiet for ``busy_patience`` sweeps,
+which bounds how long lost work waits while the workers are busy (it has to be long: in
+the 100,000-resource benchmark nested stacks waited 30 s and more for their turn). After
+a re-send its patience doubles (up to ``longest_patience``), so work that was only slow
+(long actions) is not re-sent at every sweep; a report brings the patience back to
+where it started.
 """
 
 from __future__ import annotations
@@ -38,14 +40,18 @@ class StallWatch:
     ``resent`` after re-sending a stalled traversal's work.
     """
 
-    def __init__(self, patience: int = 2, longest_patience: int = 32) -> None:
-        if patience < 1 or longest_patience < patience:
+    def __init__(
+        self, patience: int = 2, longest_patience: int = 32, busy_patience: int | None = None
+    ) -> None:
+        busy_patience = longest_patience if busy_patience is None else busy_patience
+        if patience < 1 or longest_patience < patience or busy_patience < patience:
             raise ValueError(
                 f"patience {patience} must be at least 1 and at most the longest "
-                f"patience {longest_patience}"
+                f"patience {longest_patience} and the busy patience {busy_patience}"
             )
         self.patience = patience
         self.longest_patience = longest_patience
+        self.busy_patience = busy_patience
         self._watched: dict[str, _Watched] = {}
         self._seen: set[str] = set()
         self._suspected: set[str] = set()
@@ -80,7 +86,7 @@ class StallWatch:
             return False
         # Quiet while other work moves: queued behind it, unless quiet for very long.
         idle = self._activity is None or self._idle_sweeps >= self.patience
-        return idle or watched.quiet >= self.longest_patience
+        return idle or watched.quiet >= self.busy_patience
 
     def suspected(self, traversal: str) -> bool:
         """Whether the traversal counts as stalled because a worker is gone this sweep."""

@@ -86,7 +86,9 @@ class Engine:
         self._waiting_for_room: deque[asyncio.Future[None]] = deque()
         self._loops: list[asyncio.Task[None]] = []
         self._progress = StallWatch(
-            self.ctx.settings.sweep_patience, self.ctx.settings.longest_sweep_patience
+            self.ctx.settings.sweep_patience,
+            self.ctx.settings.longest_sweep_patience,
+            max(self.ctx.settings.sweep_busy_patience, self.ctx.settings.sweep_patience),
         )
         # Work the sweeper found stuck and pushed on (a node re-sent, a finished traversal
         # completed): each one is a trigger the edge-triggered path lost. Zero in a healthy

@@ -17,6 +17,9 @@ class EngineSettings:
     # Sweeps in a row that must find a traversal without a new report before its ready
     # work counts as lost and is sent again (``core.stall``; doubled after each re-send).
     sweep_patience: int = 2
+    # Sweeps a quiet traversal waits while work moves elsewhere (5 min at the default
+    # interval): its work is most likely queued behind that work, not lost.
+    sweep_busy_patience: int = 150
     # Heartbeat of this engine in the service table; a claim held by an engine whose
     # heartbeat is older than ``engine_stale_after`` is stolen.
     heartbeat_interval: float = 5.0
