@@ -312,3 +312,21 @@ async def test_sends_before_any_connection_share_one(
     assert len(opened) == 1
     await until(lambda: len(received) == 20)
     assert sorted(n for _, n in received) == list(range(20))
+
+
+async def test_a_slow_confirm_is_waited_for_not_dropped(
+    buses: Callable[..., AmqpBus], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Connected but slow (a busy broker): past ``send_timeout`` the publish is still
+    waited for, not abandoned; dropping is for a broker that is gone."""
+    bus = buses(send_timeout=0.2)
+    await bus.send_work({"n": 0})  # connected
+    confirmed: list[bool] = []
+
+    async def slow_publish() -> None:
+        await asyncio.sleep(0.6)
+        confirmed.append(True)
+
+    await bus._send(slow_publish, "a slow queue")
+    assert confirmed == [True]
+    assert "dropped a message" not in caplog.text

@@ -272,18 +272,37 @@ class AmqpBus:
     # --- sending through outages -------------------------------------------------------
 
     async def _send(self, publish: Any, where: str) -> None:
-        """Publish, waiting out a reconnection up to ``send_timeout``; then give up quietly."""
+        """Publish, waiting out a reconnection up to ``send_timeout``; then give up quietly.
+
+        A broker that is connected but slow to confirm (busy, or holding publishers back
+        under a resource alarm) is waited for however long it takes: that is backpressure.
+        Dropping the message there lost work the sweeper had to find later (1,550 messages
+        of nested stacks' leaves in one 100,000-resource run, the broker up throughout)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._send_timeout
         while True:
+            publishing = asyncio.ensure_future(publish())
             try:
-                await asyncio.wait_for(publish(), max(0.1, deadline - loop.time()))
+                try:
+                    await asyncio.wait_for(
+                        asyncio.shield(publishing), max(0.1, deadline - loop.time())
+                    )
+                except TimeoutError:
+                    if not self._is_connected():
+                        publishing.cancel()
+                        raise
+                    log.info("broker slow to confirm a message to %s: still waiting", where)
+                    await publishing
                 return
             except _SEND_ERRORS as exc:
                 if loop.time() >= deadline or self._connection is None:
                     log.warning("dropped a message to %s, broker unavailable: %s", where, exc)
                     return
                 await self._reconnected(deadline - loop.time())
+
+    def _is_connected(self) -> bool:
+        connection = self._connection
+        return connection is not None and connection.connected.is_set()
 
     async def _reconnected(self, within: float) -> None:
         connection = self._connection
