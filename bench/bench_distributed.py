@@ -110,6 +110,7 @@ async def client(mode: str, shape: str, n: int, type_name: str, directory: str) 
         # (polling every 0.25 s when the notice is missed).
         record = await cv.engine.ctx.store.get_stack(view.id)
         settled = (record.updated_at or wall) - wall
+        events = await cv.engine.ctx.store.list_events(view.id)
     complete = sum(r.resource_status == "CREATE_COMPLETE" for r in rows)
     ids = {r.physical_resource_id for r in rows}
     result = {
@@ -121,8 +122,22 @@ async def client(mode: str, shape: str, n: int, type_name: str, directory: str) 
         "rows": len(rows),
         "complete": complete,
         "distinct_ids": len(ids),
+        "phases": phases(events, wall),
     }
     print(json.dumps(result), flush=True)
+
+
+def phases(events: list[Any], wall: float) -> dict[str, list[float]]:
+    """Seconds from the create's start to the first and the last of the resources'
+    IN_PROGRESS events (their checks' claims) and COMPLETE events (their finishes)."""
+    spans: dict[str, list[float]] = {}
+    for event in events:
+        if event.resource_name != "s" and event.state.endswith(("IN_PROGRESS", "COMPLETE")):
+            step = "claims" if event.state.endswith("IN_PROGRESS") else "finishes"
+            at = round(event.created_at - wall, 3)
+            span = spans.setdefault(step, [at, at])
+            span[0], span[1] = min(span[0], at), max(span[1], at)
+    return spans
 
 
 def stack_template(
@@ -292,6 +307,7 @@ class Result:
     rescues: int | None = None
     notes: list[str] = field(default_factory=list)
     settled: float | None = None  # when the stack's row settled, from the client's start
+    phases: dict[str, list[float]] = field(default_factory=dict)  # claims/finishes: first, last
 
     @property
     def total_mb(self) -> float:
@@ -351,6 +367,7 @@ def run_embedded(case: Case, timeout: float) -> Result:
         {"client (engine and worker)": answer["peak_kb"] / 1024},
         {"client (engine and worker)": answer["cpu"]},
         settled=answer["settled"],
+        phases=answer.get("phases", {}),
     )
 
 
@@ -432,7 +449,17 @@ def _measure(
         notes.append(f"{rescues} rescues: serve log kept at {kept}")
     if serve.returncode not in (0, None):
         notes.append(f"serve exited {serve.returncode}: {text[-500:]}")
-    return Result(case, seconds, status, peaks, cpu, rescues, notes, answer.get("settled"))
+    return Result(
+        case,
+        seconds,
+        status,
+        peaks,
+        cpu,
+        rescues,
+        notes,
+        answer.get("settled"),
+        answer.get("phases", {}),
+    )
 
 
 def _profilers(case: Case, pids: list[int], directory: Path) -> list[subprocess.Popen[bytes]]:
@@ -461,7 +488,7 @@ def _profile_name(case: Case) -> str:
 
 def _py_spy(output: Path) -> list[str]:
     spy = Path(sys.executable).with_name("py-spy")
-    return [str(spy), "record", "--nonblocking", "--format", "raw", "-o", str(output)]
+    return [str(spy), "record", "--nonblocking", "--rate", "500", "--format", "raw", "-o", str(output)]
 
 
 def _wait_ready(here: Deployment, serve: subprocess.Popen[bytes], case: Case, log: Path) -> None:
@@ -538,6 +565,9 @@ def show(result: Result) -> None:
     print(f"  {took}{settled} {result.status}{rescues}", flush=True)
     print(f"  peak MB: {peaks} (total {result.total_mb:.0f})", flush=True)
     print(f"  CPU s: {cpu} (total {result.total_cpu:.1f})", flush=True)
+    if result.phases:
+        spans = ", ".join(f"{k} {a:.2f}-{b:.2f} s" for k, (a, b) in result.phases.items())
+        print(f"  events from the start: {spans}", flush=True)
     for note in result.notes:
         print(f"  note: {note}", flush=True)
 

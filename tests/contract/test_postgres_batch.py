@@ -263,3 +263,26 @@ async def test_finishes_on_one_group_counter_share_a_batch(store: SqlStore) -> N
     assert [(s.order, s.shared) for s in batcher._take()] == [(9, True)]
     for statement in first + second:
         statement.future.cancel()
+
+
+async def test_a_batch_gathers_its_group_from_deep_in_the_queue(store: SqlStore) -> None:
+    """Finishes into a big fan-in arrive interleaved by group (the workers' messages
+    split each group): a batch takes a full batch of its group from behind statements
+    of other groups, which keep their place, instead of the few at the queue's head."""
+    assert store._pg is not None
+    batcher = store._pg._batcher()
+    loop = asyncio.get_running_loop()
+    groups = [(0, True, part) for part in range(4)]
+    for order in range(4 * postgres_batch.MAX_BATCH):
+        batcher._queue.append(
+            postgres_batch._Statement(
+                "SELECT 1", {}, order, groups[order % 4], loop.create_future()
+            )
+        )
+    taken = [batcher._take() for _ in range(4)]
+    assert [len(batch) for batch in taken] == [postgres_batch.MAX_BATCH] * 4
+    assert [{s.shared for s in batch} for batch in taken] == [{group} for group in groups]
+    assert not batcher._queue
+    for batch in taken:
+        for statement in batch:
+            statement.future.cancel()
