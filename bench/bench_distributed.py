@@ -488,7 +488,17 @@ def _profile_name(case: Case) -> str:
 
 def _py_spy(output: Path) -> list[str]:
     spy = Path(sys.executable).with_name("py-spy")
-    return [str(spy), "record", "--nonblocking", "--rate", "500", "--format", "raw", "-o", str(output)]
+    return [
+        str(spy),
+        "record",
+        "--nonblocking",
+        "--rate",
+        "500",
+        "--format",
+        "raw",
+        "-o",
+        str(output),
+    ]
 
 
 def _wait_ready(here: Deployment, serve: subprocess.Popen[bytes], case: Case, log: Path) -> None:
