@@ -197,6 +197,48 @@ async def test_racing_reporters_fire_a_big_fan_in_exactly_once(
     assert await report(5) == [target]  # re-announced once complete
 
 
+async def test_senders_reporting_to_two_big_fan_ins_and_a_small_one(
+    stores: list[SqlStore],
+) -> None:
+    """Every sender reports to two big fan-ins (counted in groups) and one small sync
+    point, listing them in its own order, all racing: the group rows are locked before
+    any target's row in every statement, so nobody waits on another in a cycle, and each
+    target fires exactly once."""
+    stack_id = await new_stack(stores[0])
+    big = [GraphNode(300_000, True), GraphNode(300_001, True)]
+    small = GraphNode(300_002, True)
+    senders = 4 * FAN_IN_PART + 3
+    graph = TraversalGraph()
+    for sender in range(senders):
+        for target in (*big, small):
+            graph.add_edge(target, GraphNode(sender, True))
+
+    async def report(sender: int) -> list[GraphNode]:
+        node = GraphNode(sender, True)
+        targets = [*big, small]
+        targets = targets[sender % 3 :] + targets[: sender % 3]
+        parts = {t: graph.fan_in_part(t, node, FAN_IN_PART) for t in big}
+        _stored, ready, _current = await stores[sender % PROCESSES].finish_node(
+            stack_id,
+            "t",
+            node,
+            resource_id=None,
+            expected_key=None,
+            changes=None,
+            reports={t: {} for t in targets},
+            expected_counts=dict.fromkeys(targets, senders),
+            fan_in={t: part for t, part in parts.items() if part is not None},
+            # small groups for the big ones; the small one waits on its one counter
+        )
+        return ready
+
+    for round_ in range(3):
+        results = await asyncio.gather(*(report(sender) for sender in range(senders)))
+        fired = sorted(node.resource_id for ready in results for node in ready)
+        assert fired == [300_000, 300_001, 300_002], f"round {round_}: {fired}"
+        await stores[0].purge_stack_data(stack_id, [])
+
+
 async def test_a_big_fan_in_does_not_fire_before_its_last_group(stores: list[SqlStore]) -> None:
     """Every group but one complete, and the last one but one report: not ready; the
     last report makes it ready, and the store kept the parts for its purge."""
