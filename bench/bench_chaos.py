@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import socket
 import statistics
 import sys
@@ -93,7 +94,7 @@ def run(
         rows.append(
             f"| {what} | {time.monotonic() - began:.1f} | {'yes' if ok else 'NO: ' + failure} |"
         )
-        print(rows[-1], flush=True)
+        print(rows[-1], f"(ended {time.strftime('%H:%M:%S')})", flush=True)
 
     with Killer(deployment, interval=interval, seed=10) as killer:
         for what, applied, expected, status in plan(operations):
@@ -174,6 +175,9 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=2.0, help="seconds between kills")
     parser.add_argument("--scale", type=int, default=2, help="times the test's 500 resources")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--keep-logs", type=Path, default=None, help="copy the serve processes' logs here"
+    )
     args = parser.parse_args()
     shape = Shape(
         files=150 * args.scale,
@@ -192,6 +196,10 @@ def main() -> None:
                 serve.stop()
         finally:
             deployment.stop_all()
+            if args.keep_logs is not None:
+                args.keep_logs.mkdir(parents=True, exist_ok=True)
+                for log in Path(tmp).glob("*.log"):
+                    shutil.copy(log, args.keep_logs / log.name)
             asyncio.run(delete_namespace(AMQP, namespace, hosts=(socket.gethostname(),)))
     lines = report(result, shape, args.interval, load)
     print("\n".join(lines))

@@ -3,7 +3,8 @@
 Each is ``converge serve --roles worker`` over the same state and broker, handed over in
 its environment (``CONVERGE_STATE``, ``CONVERGE_BROKER``: never on a command line, where
 any user's ``ps`` would show a password). A worker that exits while serve runs is started
-again after a pause that doubles (1 s up to 30 s) while it keeps dying young. On stop,
+again after a pause: 1 s, doubling up to 30 s while it keeps dying young (a crash loop).
+On stop,
 each gets SIGTERM (it finishes nothing half-way: what it had not acknowledged goes back to
 the broker), then SIGKILL after ``stop_timeout``. Workers run in their own session, so a
 terminal's Ctrl-C reaches serve alone, which stops them; and each one stops by itself when
@@ -25,8 +26,23 @@ log = logging.getLogger("converge.cli.workers")
 _PROGRAM = "from converge.cli.main import main; main()"
 FIRST_PAUSE = 1.0
 LONGEST_PAUSE = 30.0
-# A worker that lived this long had started fine: its next restart pauses FIRST_PAUSE again.
-HEALTHY_AFTER = 60.0
+# A worker that lived this long had started (imports, connections, its service row take a
+# second or two) and then died of something else than starting: a kill, the OOM killer.
+STARTED_AFTER = 5.0
+
+
+def restart_pause(pause: float, waited: float, lived: float) -> float:
+    """How long to wait before starting again a worker that lived ``lived`` seconds after
+    a pause of ``waited``, when ``pause`` is the next pause of its backoff.
+
+    The first pause again when it lived long enough to have started and longer than it
+    had waited: only a worker that keeps dying young (a crash loop) backs off. A rule of
+    a fixed age (60 s) kept workers killed every few seconds (a chaos run, an OOM killer)
+    down for 30 s each time, their work waiting on the broker.
+    """
+    if lived >= max(STARTED_AFTER, waited):
+        return FIRST_PAUSE
+    return pause
 
 
 class WorkerPool:
@@ -79,15 +95,14 @@ class WorkerPool:
     async def _keep(self, index: int) -> None:
         """Start worker ``index`` again whenever it exits while the pool runs."""
         loop = asyncio.get_running_loop()
-        pause = FIRST_PAUSE
+        pause = waited = FIRST_PAUSE
         while True:
             started = loop.time()
             process = self._processes[index]
             code = await process.wait()
             if self._stopping:
                 return
-            lived = loop.time() - started
-            pause = FIRST_PAUSE if lived >= HEALTHY_AFTER else pause
+            pause = restart_pause(pause, waited, loop.time() - started)
             log.warning(
                 "worker process exited: starting it again",
                 extra={"worker": index, "pid": process.pid, "code": code, "pause": pause},
@@ -95,7 +110,7 @@ class WorkerPool:
             await asyncio.sleep(pause)
             if self._stopping:
                 return
-            pause = min(pause * 2, LONGEST_PAUSE)
+            waited, pause = pause, min(pause * 2, LONGEST_PAUSE)
             await self._spawn(index)
 
     async def stop(self) -> None:
