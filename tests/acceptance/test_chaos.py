@@ -15,9 +15,9 @@ pytestmark = [pytest.mark.postgres, pytest.mark.rabbitmq]
 SHAPE = Shape(files=150, tests=150, nones=200, wait_secs=1.0, depth=5)
 
 
-# Three operations under kills take 50 to 130 s on this 2-core machine (workers killed
-# young restart after a pause that doubles up to 30 s; work a dead worker continued
-# itself waits for a sweep): more than the suite's default 120 s limit at times.
+# Three operations under kills take 40 to 130 s on this 2-core machine (work a dead
+# worker continued itself waits for a sweep; a worker killed within 5 s of its start
+# restarts after a longer pause): more than the suite's default 120 s limit at times.
 @pytest.mark.timeout(300)
 def test_create_update_and_rollback_survive_killed_processes(deployment: Deployment) -> None:
     start_cluster(deployment)
