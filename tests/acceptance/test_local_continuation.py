@@ -13,9 +13,11 @@ import pytest
 from converge.adapters.local_bus import LocalBus
 from converge.adapters.sql.store import SqlStore
 from converge.api import Converge
+from converge.core.traversal import GraphNode
 from converge.engine.runtime import Engine
 from converge.engine.settings import EngineSettings
 from converge.messages import CheckResource
+from converge.records import CheckInputs
 from converge.resources.registry import PluginRegistry
 from support.world import Reality
 
@@ -34,6 +36,16 @@ resources:
   b: {type: Test::Thing, depends_on: a}
   c: {type: Test::Thing, depends_on: a}
   d: {type: Test::Thing, depends_on: a}
+"""
+
+
+DIAMOND = """
+heat_template_version: 2021-04-16
+resources:
+  a: {type: Test::Thing}
+  b: {type: Test::Thing, depends_on: a}
+  c: {type: Test::Thing, depends_on: a}
+  d: {type: Test::Thing, depends_on: [b, c]}
 """
 
 
@@ -65,6 +77,62 @@ async def running(
 
 def names(reality: Reality) -> list[str]:
     return [name for _, name, _ in reality.log]
+
+
+def count_loads(monkeypatch: pytest.MonkeyPatch, engine: Engine) -> list[int]:
+    """The resource ids whose check read its inputs with ``load_for_check``."""
+    loaded: list[int] = []
+    real_load = engine.ctx.store.load_for_check
+
+    async def load(stack_id: str, node: GraphNode, *args: Any, **kwargs: Any) -> CheckInputs:
+        loaded.append(node.resource_id)
+        return await real_load(stack_id, node, *args, **kwargs)
+
+    monkeypatch.setattr(engine.ctx.store, "load_for_check", load)
+    return loaded
+
+
+async def loaded_names(engine: Engine, stack_id: str, loaded: list[int]) -> list[str]:
+    rows = {row.id: row.name for row in await engine.ctx.store.list_resources(stack_id)}
+    return sorted(rows[rid] for rid in loaded)
+
+
+async def test_a_continued_link_reads_its_inputs_with_the_finish_on_postgresql(
+    database_url: str, registry: PluginRegistry, reality: Reality, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On PostgreSQL the finish that makes a chain's next link ready reads that link's
+    stack and row too, and the continued check does not load them again: two statements
+    a link (claim, finish) instead of three. SQLite loads them (an inline read)."""
+    bus = CountingBus()
+    async with running(database_url, registry, bus) as engine:
+        loaded = count_loads(monkeypatch, engine)
+        stack = await Converge(engine).create_stack("chain", CHAIN)
+        assert stack.stack_status == "CREATE_COMPLETE"
+        assert names(reality) == ["a", "b", "c"]
+        assert engine.continued_checks == 2
+        postgresql = database_url.startswith("postgresql")
+        expected = ["a"] if postgresql else ["a", "b", "c"]
+        assert await loaded_names(engine, stack.id, loaded) == expected
+        rows = await engine.ctx.store.list_resources(stack.id)
+        assert {row.status for row in rows} == {"COMPLETE"}
+
+
+async def test_a_continued_check_with_several_predecessors_loads_its_inputs(
+    database_url: str, registry: PluginRegistry, reality: Reality, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """d waits for b and c: whichever finish makes it ready, d's check reads the reports
+    after that commit (both of them), never from inside the finish."""
+    bus = CountingBus()
+    async with running(database_url, registry, bus) as engine:
+        loaded = count_loads(monkeypatch, engine)
+        stack = await Converge(engine).create_stack("diamond", DIAMOND)
+        assert stack.stack_status == "CREATE_COMPLETE"
+        assert sorted(names(reality)) == ["a", "b", "c", "d"]
+        found = await loaded_names(engine, stack.id, loaded)
+        assert "d" in found
+        if database_url.startswith("postgresql"):
+            # a (sent), one of b and c (sent; the other was continued with its inputs), d
+            assert len(found) == 3 and found.count("b") + found.count("c") == 1
 
 
 async def test_a_chain_continues_in_the_worker_without_messages(
@@ -129,11 +197,13 @@ async def test_a_continued_check_lost_with_its_worker_is_rescued_by_the_sweeper(
         assert continue_here is not None
         abandoned: list[CheckResource] = []
 
-        def dies_after_taking_the_first(message: CheckResource) -> bool:
+        def dies_after_taking_the_first(
+            message: CheckResource, inputs: CheckInputs | None = None
+        ) -> bool:
             if not abandoned:
                 abandoned.append(message)
                 return True  # taken, never run
-            return continue_here(message)
+            return continue_here(message, inputs)
 
         engine.ctx.check_here = dies_after_taking_the_first
         stack = await Converge(engine).create_stack("lost", CHAIN)
