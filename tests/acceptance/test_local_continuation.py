@@ -17,7 +17,7 @@ from converge.core.traversal import GraphNode
 from converge.engine.runtime import Engine
 from converge.engine.settings import EngineSettings
 from converge.messages import CheckResource
-from converge.records import CheckInputs
+from converge.records import CheckInputs, FinishedNode
 from converge.resources.registry import PluginRegistry
 from support.world import Reality
 
@@ -230,3 +230,43 @@ async def test_a_stopping_worker_hands_its_unfinished_continued_checks_back_to_t
         assert engine.ctx.check_here(message)
         # Stopped before the continued check finished.
     assert bus.sent == [message.to_dict()]
+
+
+@pytest.mark.timeout(60)
+async def test_a_continued_check_given_a_row_changed_since_loses_its_claim_once(
+    postgres_url: str, registry: PluginRegistry, reality: Reality, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """a's finish reads b's row, and the row changes before b's check claims it: the
+    claim (a compare-and-swap) is lost and the check ends, as after any load, without
+    trying again on the row it was given; b, ready and unclaimed, is sent again by the
+    sweeper and checked from a fresh read."""
+    bus = CountingBus()
+    async with running(postgres_url, registry, bus, sweep_interval=0.05) as engine:
+        store = engine.ctx.store
+        real_finish, real_update = store.finish_node, store.update_resource
+        touched: list[int] = []
+        claims: list[tuple[int, bool]] = []
+
+        async def finish_then_touch(*args: Any, **kwargs: Any) -> FinishedNode:
+            finished = await real_finish(*args, **kwargs)
+            row = finished.next_check.row if finished.next_check is not None else None
+            if row is not None and not touched:
+                touched.append(row.id)
+                assert await real_update(row.id, row.atomic_key, {"status_reason": "x"})
+            return finished
+
+        async def claim(resource_id: int, *args: Any, **kwargs: Any) -> Any:
+            written = await real_update(resource_id, *args, **kwargs)
+            claims.append((resource_id, written is not None))
+            return written
+
+        monkeypatch.setattr(store, "finish_node", finish_then_touch)
+        monkeypatch.setattr(store, "update_resource", claim)
+        loaded = count_loads(monkeypatch, engine)
+        stack = await Converge(engine).create_stack("stale", CHAIN)
+        assert stack.stack_status == "CREATE_COMPLETE"
+        assert names(reality) == ["a", "b", "c"]  # b made once
+        (b,) = touched
+        assert [won for rid, won in claims if rid == b] == [False, True]
+        assert engine.sweeper_rescues >= 1
+        assert b in loaded  # the second check read the row afresh
