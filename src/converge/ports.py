@@ -25,11 +25,12 @@ from converge.core.traversal import FanInPart, GraphNode
 from converge.errors import StateError
 from converge.messages import ChangeNotification
 from converge.records import (
+    CheckInputs,
     EventRecord,
+    FinishedNode,
     NewEvent,
     NewResource,
     NewTemplate,
-    Report,
     ResourceRecord,
     ServiceRecord,
     StackRecord,
@@ -215,7 +216,7 @@ class Store(Protocol):
 
     async def load_for_check(
         self, stack_id: str, node: GraphNode, traversal_id: str, *, with_reports: bool = True
-    ) -> tuple[StackRecord, ResourceRecord | None, list[Report]]:
+    ) -> CheckInputs:
         """Everything a worker reads before deciding: stack, resource, sync point reports."""
 
     async def update_resource(
@@ -263,14 +264,23 @@ class Store(Protocol):
         expected_counts: Mapping[GraphNode, int],
         kept_if_superseded: Mapping[str, Any] | None = None,
         fan_in: Mapping[GraphNode, FanInPart] | None = None,
-    ) -> tuple[bool, list[GraphNode], str]:
+        load_next: GraphNode | None = None,
+    ) -> FinishedNode:
         """Store a node's result and report it to its successors in one transaction:
-        (stored, the successors this report made ready, the stack's current traversal).
+        (stored, the successors this report made ready, the stack's current traversal,
+        the inputs of ``load_next`` or None).
         ``kept_if_superseded``: a row this node deletes is updated with these changes
         instead when a newer traversal started meanwhile (it may have chosen the row).
         ``fan_in``: the sender's group in targets with many predecessors
         (``TraversalGraph.fan_in_part``), which a store may count by group; every
-        sender of a traversal passes them alike."""
+        sender of a traversal passes them alike.
+        ``load_next``: a successor whose only predecessor is ``sender`` (the caller
+        promises it; its expected count is 1), whose check the caller will start at once:
+        a store may read its stack and row with the finish and give them back with the
+        finish's own report as ``next_check``, equal to what ``load_for_check`` would read
+        right after (with reports). A store that does not (SQLite: inline and cheap), or
+        cannot vouch for them (the successor was already reported, or its row is the
+        one this finish writes), gives None, and the caller loads them."""
 
     async def count_reports(self, traversal_id: str, target: GraphNode) -> int: ...
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple, TypeVar
 
 from converge.core.states import Action, Status
+from converge.core.traversal import GraphNode
 
 T = TypeVar("T")
 
@@ -195,6 +196,28 @@ class Report:
     sender_resource_id: int
     sender_is_update: bool
     data: Mapping[str, Any]
+
+
+class CheckInputs(NamedTuple):
+    """What a worker reads before checking a node (``Store.load_for_check``): the stack,
+    the node's resource row (None: gone) and the reports its predecessors sent it."""
+
+    stack: StackRecord
+    row: ResourceRecord | None
+    reports: list[Report]
+
+
+class FinishedNode(NamedTuple):
+    """What ``Store.finish_node`` did. ``stored``: False when the row changed under the
+    caller (nothing written); ``ready``: the successors this report made ready;
+    ``current_traversal``: the stack's, as the finish saw it; ``next_check``: the inputs
+    of the successor the caller asked to be read with the finish (``load_next``), or None
+    when the store did not read them (the caller then loads them as usual)."""
+
+    stored: bool
+    ready: list[GraphNode]
+    current_traversal: str
+    next_check: CheckInputs | None = None
 
 
 @dataclass(frozen=True)

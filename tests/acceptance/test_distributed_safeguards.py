@@ -138,10 +138,10 @@ def record_checks(monkeypatch: pytest.MonkeyPatch, *engines: Converge) -> dict[i
         real_check = cv.engine.worker.check
 
         async def check(
-            message: CheckResource, _cv: Converge = cv, _real: Any = real_check
+            message: CheckResource, inputs: Any = None, _cv: Converge = cv, _real: Any = real_check
         ) -> None:
             ran_on.setdefault(message.resource_id, []).append(_cv)
-            await _real(message)
+            await _real(message, inputs)
 
         monkeypatch.setattr(cv.engine.worker, "check", check)
     return ran_on

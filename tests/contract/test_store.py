@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 from sqlalchemy.exc import StatementError
@@ -13,27 +12,6 @@ from converge.core.states import Action, Status
 from converge.core.traversal import STACK_NODE, GraphNode
 from converge.errors import Conflict, NotFound
 from converge.records import NewEvent, NewResource, NewTemplate, ResourceRecord, ServiceRecord
-
-
-@pytest.fixture(params=["sqlite", "sqlite-store-thread", "postgresql", "postgresql-sqlalchemy"])
-async def store(request: pytest.FixtureRequest, tmp_path: object) -> AsyncIterator[SqlStore]:
-    if request.param.startswith("postgresql"):
-        url = str(request.getfixturevalue("postgres_url"))
-    else:
-        url = f"sqlite:///{tmp_path}/converge.db"
-    store = SqlStore.open(url)
-    if request.param == "sqlite-store-thread":
-        # What runs while another connection holds the file's lock: every transaction on
-        # the store's own thread instead of inline.
-        store._inline = None
-    if request.param == "postgresql-sqlalchemy":
-        # PostgreSQL without its psycopg statements (postgres_hot): SQLAlchemy's path.
-        assert store._pg is not None
-        store._pg = None
-    try:
-        yield store
-    finally:
-        await store.close()
 
 
 async def new_stack(store: SqlStore, name: str = "s") -> str:
@@ -179,7 +157,7 @@ async def test_sync_point_counts_a_duplicate_report_once(store: SqlStore) -> Non
     target = GraphNode(9, True)
     senders = [GraphNode(1, True), GraphNode(2, True)]
     expected = {target: 2}
-    ok, ready, _ = await store.finish_node(
+    ok, ready, _, _ = await store.finish_node(
         stack_id,
         "t",
         senders[0],
@@ -191,7 +169,7 @@ async def test_sync_point_counts_a_duplicate_report_once(store: SqlStore) -> Non
     )
     assert ok and ready == []
     # the same sender again (a re-delivered message): still one report
-    ok, ready, _ = await store.finish_node(
+    ok, ready, _, _ = await store.finish_node(
         stack_id,
         "t",
         senders[0],
@@ -203,7 +181,7 @@ async def test_sync_point_counts_a_duplicate_report_once(store: SqlStore) -> Non
     )
     assert ready == []
     assert await store.count_reports("t", target) == 1
-    ok, ready, _ = await store.finish_node(
+    ok, ready, _, _ = await store.finish_node(
         stack_id,
         "t",
         senders[1],
@@ -227,7 +205,7 @@ async def test_finish_node_writes_nothing_when_the_row_changed(store: SqlStore) 
     )
     (row,) = await store.list_resources(stack_id)
     await store.update_resource(row.id, row.atomic_key, {"status_reason": "someone else"})
-    ok, ready, _ = await store.finish_node(
+    ok, ready, _, _ = await store.finish_node(
         stack_id,
         "t",
         GraphNode(row.id, True),
@@ -259,7 +237,7 @@ async def _one_resource(store: SqlStore, traversal: str = "t1") -> tuple[str, Re
 async def test_finish_node_writes_the_row_events_and_reports_at_once(store: SqlStore) -> None:
     stack_id, row = await _one_resource(store)
     first, second = GraphNode(50, True), GraphNode(51, False)
-    ok, ready, current = await store.finish_node(
+    ok, ready, current, _ = await store.finish_node(
         stack_id,
         "t1",
         GraphNode(row.id, True),
@@ -287,7 +265,7 @@ async def test_finish_node_deletes_the_row_unless_a_newer_traversal_may_use_it(
     store: SqlStore, superseded: bool
 ) -> None:
     stack_id, row = await _one_resource(store, traversal="t2" if superseded else "t1")
-    ok, ready, current = await store.finish_node(
+    ok, ready, current, _ = await store.finish_node(
         stack_id,
         "t1",
         GraphNode(row.id, False),
@@ -318,7 +296,7 @@ async def test_finish_node_deletes_the_row_unless_a_newer_traversal_may_use_it(
         reports={GraphNode(7, True): {}},
         expected_counts={GraphNode(7, True): 1},
     )
-    assert again == (False, [], "")
+    assert again == (False, [], "", None)
 
 
 async def test_a_claim_reads_back_the_row_it_wrote(store: SqlStore) -> None:

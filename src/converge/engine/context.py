@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from converge.core.hidden import NOTHING_HIDDEN, HiddenValues
 from converge.core.states import Action
@@ -17,14 +17,14 @@ from converge.core.template import (
     prepare_stack,
     template_from_data,
 )
-from converge.core.traversal import GraphNode, TraversalGraph
+from converge.core.traversal import STACK_NODE, GraphNode, TraversalGraph
 from converge.engine import liveness
 from converge.engine.cache import AsyncLru
 from converge.engine.settings import EngineSettings
 from converge.errors import ConvergeError
 from converge.messages import CheckResource, CheckResources
 from converge.ports import Bus, Clock, Store
-from converge.records import ResourceRecord
+from converge.records import CheckInputs, ResourceRecord
 from converge.resources.base import AppliedState
 from converge.resources.registry import PluginRegistry
 
@@ -47,6 +47,14 @@ EMPTY_TEMPLATE: Mapping[str, Any] = {
 }
 
 
+class CheckHere(Protocol):
+    """Starts a check in this process if it has room for one more (True); ``inputs``:
+    what the finish that made the node ready read for it (``Store.finish_node``'s
+    ``next_check``), used instead of loading them."""
+
+    def __call__(self, message: CheckResource, inputs: CheckInputs | None = None) -> bool: ...
+
+
 @dataclass
 class EngineContext:
     store: Store
@@ -63,7 +71,7 @@ class EngineContext:
     host: str = ""
     # Starts a check in this process if it has room for one more (True), instead of a
     # message through the bus: set by an engine with the worker role (``hand_on``).
-    check_here: Callable[[CheckResource], bool] | None = None
+    check_here: CheckHere | None = None
 
     def __post_init__(self) -> None:
         self.definitions: AsyncLru[int, StackDefinition] = AsyncLru(self._load_definition, 32)
@@ -158,7 +166,32 @@ class EngineContext:
         message = CheckResource(stack_id, traversal_id, node.resource_id, node.is_update)
         await self.bus.send_work(message.to_dict(), host=host)
 
-    async def hand_on(self, stack_id: str, traversal_id: str, ready: Iterable[GraphNode]) -> None:
+    def next_to_continue(
+        self, graph: TraversalGraph, node: GraphNode, successors: Iterable[GraphNode]
+    ) -> GraphNode | None:
+        """The successor of ``node`` whose check this process would continue after
+        finishing ``node`` and whose inputs that finish may read (``Store.finish_node``'s
+        ``load_next``): the first that may run here and whose only predecessor is
+        ``node``, so that the finish's own report is all it waits for. A successor with
+        several predecessors is loaded after the finish's commit, as any check: read
+        inside the finish, it could miss another predecessor's report (see the store)."""
+        if self.check_here is None or not self.settings.continue_locally:
+            return None
+        for successor in successors:
+            if successor == STACK_NODE or graph.host_of(successor) not in (None, self.host):
+                continue
+            if graph.predecessors_of(successor) == {node}:
+                return successor
+        return None
+
+    async def hand_on(
+        self,
+        stack_id: str,
+        traversal_id: str,
+        ready: Iterable[GraphNode],
+        *,
+        loaded: tuple[GraphNode, CheckInputs] | None = None,
+    ) -> None:
         """Start the checks of the nodes a finish made ready: one of them in this process
         (local continuation: a chain's next link skips the broker's round trip and another
         worker's wake-up), the others through the bus as ``send_checks`` sends leaves, so
@@ -168,10 +201,16 @@ class EngineContext:
         Crash safety is a lost message's: the finish that made the node ready is committed
         first, so a process that dies before the continued check stores its result leaves
         the node ready and unclaimed, and the sweeper sends it again.
+
+        ``loaded``: a ready node and the inputs the finish read for it; that node is the
+        one offered first, with them.
         """
         nodes = list(ready)
         if not nodes:
             return
+        if loaded is not None and loaded[0] in nodes:
+            nodes.remove(loaded[0])
+            nodes.insert(0, loaded[0])
         graph = await self.graph(stack_id, traversal_id)
         # At most one node is continued here; none without the worker role or room.
         may_continue = self.check_here is not None and self.settings.continue_locally
@@ -181,7 +220,8 @@ class EngineContext:
             if may_continue and host in (None, self.host):
                 assert self.check_here is not None
                 message = CheckResource(stack_id, traversal_id, node.resource_id, node.is_update)
-                if self.check_here(message):
+                inputs = loaded[1] if loaded is not None and loaded[0] == node else None
+                if self.check_here(message, inputs):
                     may_continue = False
                     continue
             sent.append(node)

@@ -28,7 +28,7 @@ from converge.engine.worker import Worker
 from converge.errors import ConvergeError, StateError, StoreError
 from converge.messages import CheckResource, MessageError, work_checks
 from converge.ports import Bus, Clock, Store
-from converge.records import ServiceRecord, StackRecord
+from converge.records import CheckInputs, ServiceRecord, StackRecord
 from converge.resources.registry import PluginRegistry, default_registry
 
 log = logging.getLogger("converge.engine.runtime")
@@ -208,20 +208,23 @@ class Engine:
             started.append(self._start_check(check))
         await asyncio.gather(*started)
 
-    def _check_here(self, message: CheckResource) -> bool:
+    def _check_here(self, message: CheckResource, inputs: CheckInputs | None = None) -> bool:
         """Start a check that a finish here made ready (local continuation), if this
         process takes work and has room for it: fewer checks started than it runs at
-        once, so the check does not queue behind work the broker could give another."""
+        once, so the check does not queue behind work the broker could give another.
+        ``inputs``: what the finish read for it (``Worker.check``)."""
         if not self._started or len(self._checks) >= self.ctx.settings.max_concurrent_checks:
             return False
         self.continued_checks += 1
-        task = self._start_check(message)
+        task = self._start_check(message, inputs)
         self._continued[task] = message
         task.add_done_callback(self._continued.pop)
         return True
 
-    def _start_check(self, message: CheckResource) -> asyncio.Task[None]:
-        task = asyncio.get_running_loop().create_task(self._run_check(message))
+    def _start_check(
+        self, message: CheckResource, inputs: CheckInputs | None = None
+    ) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(self._run_check(message, inputs=inputs))
         self._checks.add(task)
         task.add_done_callback(self._check_ended)
         return task
@@ -236,12 +239,16 @@ class Engine:
                 room.set_result(None)
                 return
 
-    async def _run_check(self, message: CheckResource, attempt: int = 0) -> None:
+    async def _run_check(
+        self, message: CheckResource, attempt: int = 0, *, inputs: CheckInputs | None = None
+    ) -> None:
+        """Check a node; ``inputs``, read by the finish that made it ready, serve the
+        first attempt only: one tried again later reads them afresh."""
         node = GraphNode(message.resource_id, message.is_update)
         self.ctx.inflight.add((message.traversal_id, node))
         try:
             async with self._semaphore:
-                await self.worker.check(message)
+                await self.worker.check(message, inputs)
         except StateError as exc:  # the run stops and says so once, not once per node
             log.debug(
                 "check stopped: the state failed", extra={"node": str(node), "error": str(exc)}

@@ -15,12 +15,14 @@ from converge.engine.context import EngineContext
 from converge.engine.settings import EngineSettings
 from converge.messages import CheckResource
 from converge.ports import Store
+from converge.records import CheckInputs
 from converge.resources.registry import default_registry
 
 HERE, ELSEWHERE = "here", "elsewhere"
 ROOT = GraphNode(1, True)
 FREE, FREE_TOO = GraphNode(2, True), GraphNode(3, True)
 BOUND_HERE, BOUND_ELSEWHERE = GraphNode(4, True), GraphNode(5, True)
+JOINED = GraphNode(6, True)  # waits for FREE and FREE_TOO
 
 
 class SendingBus(LocalBus):
@@ -38,21 +40,30 @@ class Taker:
     def __init__(self, room: int) -> None:
         self.room = room
         self.taken: list[int] = []
+        self.inputs: list[CheckInputs | None] = []
 
-    def __call__(self, message: CheckResource) -> bool:
+    def __call__(self, message: CheckResource, inputs: CheckInputs | None = None) -> bool:
         if len(self.taken) >= self.room:
             return False
         self.taken.append(message.resource_id)
+        self.inputs.append(inputs)
         return True
+
+
+def _graph() -> TraversalGraph:
+    graph = TraversalGraph()
+    for node in (FREE, FREE_TOO, BOUND_HERE, BOUND_ELSEWHERE):
+        graph.add_edge(node, ROOT)
+    graph.add_edge(JOINED, FREE)
+    graph.add_edge(JOINED, FREE_TOO)
+    graph.pin_hosts({BOUND_HERE.resource_id: HERE, BOUND_ELSEWHERE.resource_id: ELSEWHERE})
+    return graph
 
 
 def _context(
     monkeypatch: pytest.MonkeyPatch, taker: Taker | None, **settings: Any
 ) -> tuple[EngineContext, SendingBus]:
-    graph = TraversalGraph()
-    for node in (FREE, FREE_TOO, BOUND_HERE, BOUND_ELSEWHERE):
-        graph.add_edge(node, ROOT)
-    graph.pin_hosts({BOUND_HERE.resource_id: HERE, BOUND_ELSEWHERE.resource_id: ELSEWHERE})
+    graph = _graph()
     bus = SendingBus()
     ctx = EngineContext(
         store=cast(Store, None),  # the graph below is all it reads
@@ -129,3 +140,30 @@ async def test_without_continuation_every_node_is_sent(
     await ctx.hand_on("s", "t", [FREE, BOUND_HERE])
     assert taker.taken == []
     assert bus.sent == [(FREE.resource_id, None), (BOUND_HERE.resource_id, HERE)]
+
+
+def test_the_successor_read_with_a_finish_waits_for_that_finish_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its inputs are the finish's own report: a successor with another predecessor is
+    never read with the finish, nor one this process would not continue."""
+    graph = _graph()
+    ctx, _bus = _context(monkeypatch, Taker(room=10))
+    assert ctx.next_to_continue(graph, ROOT, graph.successors_of(ROOT)) == FREE
+    assert ctx.next_to_continue(graph, FREE, graph.successors_of(FREE)) is None  # JOINED
+    assert ctx.next_to_continue(graph, ROOT, [BOUND_ELSEWHERE, BOUND_HERE]) == BOUND_HERE
+    off, _bus = _context(monkeypatch, Taker(room=10), continue_locally=False)
+    assert off.next_to_continue(graph, ROOT, graph.successors_of(ROOT)) is None
+    no_worker, _bus = _context(monkeypatch, None)
+    assert no_worker.next_to_continue(graph, ROOT, graph.successors_of(ROOT)) is None
+
+
+async def test_the_node_read_with_the_finish_is_continued_with_its_inputs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    taker = Taker(room=10)
+    ctx, bus = _context(monkeypatch, taker)
+    inputs = cast(CheckInputs, object())
+    await ctx.hand_on("s", "t", [FREE, FREE_TOO], loaded=(FREE_TOO, inputs))
+    assert (taker.taken, taker.inputs) == ([FREE_TOO.resource_id], [inputs])
+    assert bus.sent == [(FREE.resource_id, None)]

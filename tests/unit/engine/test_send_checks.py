@@ -4,7 +4,6 @@ and a node bound to a host in a message to that host's queue."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
@@ -15,12 +14,14 @@ from converge.engine.clock import SystemClock
 from converge.engine.context import (
     CHECKS_PER_MESSAGE,
     SPREAD_OVER,
+    CheckHere,
     EngineContext,
     checks_per_message,
 )
 from converge.engine.settings import EngineSettings
 from converge.messages import CheckResource, work_checks
 from converge.ports import Store
+from converge.records import CheckInputs
 from converge.resources.registry import default_registry
 
 ELSEWHERE = "elsewhere"
@@ -35,10 +36,10 @@ class SendingBus(LocalBus):
         self.sent.append((message, host))
 
 
-def _taking(taken: list[CheckResource]) -> Callable[[CheckResource], bool]:
+def _taking(taken: list[CheckResource]) -> CheckHere:
     """A process's ``check_here`` with room for everything it is offered."""
 
-    def take(message: CheckResource) -> bool:
+    def take(message: CheckResource, inputs: CheckInputs | None = None) -> bool:
         taken.append(message)
         return True
 

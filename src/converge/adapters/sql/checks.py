@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from converge.adapters import json_codec
 from converge.adapters.sql.connection import Conn
 from converge.adapters.sql.records import event_rows, resource_record, stack_found
 from converge.adapters.sql.stacks import StacksMixin
 from converge.adapters.sql.sync_points import SyncPointsMixin
 from converge.core.traversal import FanInPart, GraphNode
-from converge.records import NewEvent, Report, ResourceRecord, StackRecord
+from converge.records import CheckInputs, FinishedNode, NewEvent, Report
 
 
 class ChecksMixin(StacksMixin, SyncPointsMixin):
@@ -24,7 +25,7 @@ class ChecksMixin(StacksMixin, SyncPointsMixin):
 
     async def load_for_check(
         self, stack_id: str, node: GraphNode, traversal_id: str, *, with_reports: bool = True
-    ) -> tuple[StackRecord, ResourceRecord | None, list[Report]]:
+    ) -> CheckInputs:
         """Everything a worker reads before deciding: stack, resource, sync point reports
         (none read when ``with_reports`` is False: a node that waits for nothing)."""
         if self._pg is not None:
@@ -37,16 +38,16 @@ class ChecksMixin(StacksMixin, SyncPointsMixin):
             )
             reports = [Report(sender, is_update, data) for sender, is_update, data in found]
             resource = None if row is None else resource_record(row)
-            return stack_found(stack, stack_id), resource, reports
+            return CheckInputs(stack_found(stack, stack_id), resource, reports)
         return await self._short(self._load_for_check, stack_id, node, traversal_id, with_reports)
 
     def _load_for_check(
         self, conn: Conn, stack_id: str, node: GraphNode, traversal_id: str, with_reports: bool
-    ) -> tuple[StackRecord, ResourceRecord | None, list[Report]]:
+    ) -> CheckInputs:
         stack = self._stack_by_id(conn, stack_id)
         resource = self._resource_by_id(conn, node.resource_id)
         reports = self._reports(conn, traversal_id, node) if with_reports else []
-        return stack, resource, reports
+        return CheckInputs(stack, resource, reports)
 
     async def finish_node(
         self,
@@ -63,15 +64,19 @@ class ChecksMixin(StacksMixin, SyncPointsMixin):
         expected_counts: Mapping[GraphNode, int],
         kept_if_superseded: Mapping[str, Any] | None = None,
         fan_in: Mapping[GraphNode, FanInPart] | None = None,
-    ) -> tuple[bool, list[GraphNode], str]:
+        load_next: GraphNode | None = None,
+    ) -> FinishedNode:
         """Store a node's result and report it to its successors in one transaction.
 
-        Returns (stored, successors now ready, the stack's current traversal). ``stored``
-        is False when the resource row changed under us (nothing is written then).
-        ``kept_if_superseded``: a row to delete is kept with these changes instead when
-        the traversal is no longer current (the newer one may have chosen the row).
-        ``fan_in``: on PostgreSQL, big fan-ins are counted by group (``sync_part``); on
-        SQLite (one writer, no lock to wait on) they keep one counter.
+        Returns (stored, successors now ready, the stack's current traversal, the inputs
+        of ``load_next``). ``stored`` is False when the resource row changed under us
+        (nothing is written then). ``kept_if_superseded``: a row to delete is kept with
+        these changes instead when the traversal is no longer current (the newer one may
+        have chosen the row). ``fan_in``: on PostgreSQL, big fan-ins are counted by group
+        (``sync_part``); on SQLite (one writer, no lock to wait on) they keep one counter.
+        ``load_next`` (see ``Store.finish_node``): read with the finish on PostgreSQL,
+        where it saves the check's first round trip; never on SQLite, where a read is an
+        inline call.
         """
         args = (
             stack_id,
@@ -88,8 +93,9 @@ class ChecksMixin(StacksMixin, SyncPointsMixin):
             fan_in or {},
         )
         if self._pg is not None:
-            return await self._pg_finish_node(*args)
-        return await self._short(self._finish_node, *args)
+            return await self._pg_finish_node(*args, load_next)
+        stored, ready, current = await self._short(self._finish_node, *args)
+        return FinishedNode(stored, ready, current)
 
     def _finish_node(
         self,
@@ -144,7 +150,8 @@ class ChecksMixin(StacksMixin, SyncPointsMixin):
         expected_counts: Mapping[GraphNode, int],
         kept_if_superseded: Mapping[str, Any] | None,
         fan_in: Mapping[GraphNode, FanInPart],
-    ) -> tuple[bool, list[GraphNode], str]:
+        load_next: GraphNode | None,
+    ) -> FinishedNode:
         """``finish_node`` on PostgreSQL: one statement (see ``postgres_hot``)."""
         assert self._pg is not None
         row = None
@@ -152,7 +159,16 @@ class ChecksMixin(StacksMixin, SyncPointsMixin):
             row = (resource_id, expected_key)
         key = expected_key or 0  # the values are written only with a row
         now = self._clock()
-        stored, ready, current = await self._pg.finish_node(
+        # The statement reads in the snapshot it began with, without its own writes: a
+        # successor row that this finish writes (or deletes) would come back as it was.
+        # A successor with several predecessors is never read here: see ``_next_check``.
+        if load_next is not None and (
+            load_next not in reports
+            or expected_counts.get(load_next) != 1
+            or load_next.resource_id in (resource_id, sender.resource_id)
+        ):
+            load_next = None
+        stored, ready, current, loaded = await self._pg.finish_node(
             stack_id=stack_id,
             traversal_id=traversal_id,
             sender=(sender.resource_id, sender.is_update),
@@ -174,5 +190,31 @@ class ChecksMixin(StacksMixin, SyncPointsMixin):
                 for target in sorted(reports)
             ],
             now=now,
+            load_next=None if load_next is None else (load_next.resource_id, load_next.is_update),
         )
-        return stored, [GraphNode(rid, upd) for rid, upd in ready], current
+        ready_nodes = [GraphNode(rid, upd) for rid, upd in ready]
+        if load_next is None or loaded is None:
+            return FinishedNode(stored, ready_nodes, current)
+        stack, resource = loaded
+        next_check = _next_check(stack_id, stack, resource, sender, reports[load_next])
+        return FinishedNode(stored, ready_nodes, current, next_check)
+
+
+def _next_check(
+    stack_id: str, stack: Any, resource: Any, sender: GraphNode, report: Mapping[str, Any]
+) -> CheckInputs:
+    """The inputs of a successor read with its one predecessor's finish. Its reports are
+    that finish's own report, built here: the statement's snapshot cannot see the report
+    the statement itself inserts. Only a successor with one predecessor qualifies. With
+    several, the others' reports would come from the snapshot, and under READ COMMITTED
+    that snapshot is taken when the statement starts: a report another predecessor
+    committed while this statement waited on the counter's row lock (the very report
+    that may make the target ready here) would be missing, and the check would resolve
+    its properties from incomplete inputs. ``load_for_check``, run after the commit,
+    sees them all. The report goes through JSON as the stored one comes back."""
+    data = json_codec.loads(json_codec.dumps(report))
+    return CheckInputs(
+        stack_found(stack, stack_id),
+        None if resource is None else resource_record(resource),
+        [Report(sender.resource_id, sender.is_update, data)],
+    )

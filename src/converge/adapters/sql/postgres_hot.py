@@ -55,6 +55,7 @@ _STACK_JSON = (
     "WHERE id = %(stack_id)s) s)"
 )
 _RESOURCE_JSON = "(SELECT row_to_json(r) FROM resource r WHERE r.id = %(resource_id)s)"
+_NEXT_RESOURCE_JSON = "(SELECT row_to_json(r) FROM resource r WHERE r.id = %(next_id)s)"
 _SELECT_STACK = f"SELECT {_STACK_JSON}"
 _SELECT_RESOURCE = f"SELECT {_RESOURCE_JSON}"
 _SYNC_POINT = (
@@ -256,7 +257,8 @@ class PostgresHotPath:
         events: Sequence[Mapping[str, Any]],
         targets: Sequence[tuple[int, bool, Mapping[str, Any], int, FanInPart | None]],
         now: float,
-    ) -> tuple[bool, list[tuple[int, bool]], str]:
+        load_next: tuple[int, bool] | None = None,
+    ) -> tuple[bool, list[tuple[int, bool]], str, tuple[Any | None, Any | None] | None]:
         """Store a node's result and report it to its successors in one statement.
 
         ``resource``: (id, expected key) to write, with ``values`` (compare-and-swap) or
@@ -265,12 +267,22 @@ class PostgresHotPath:
         (resource id, is update, report data, expected count, the sender's group when the
         target's counter is split), in the order every sender uses (counters are locked in
         that order: no deadlock). Returns (stored, the targets now ready, the stack's
-        current traversal), as ``SqlStore.finish_node``.
+        current traversal, the stack and resource rows of ``load_next``), as
+        ``SqlStore.finish_node``.
+
+        ``load_next``: a target waiting for this one report (expected count 1) whose stack
+        and row the statement reads too (a variant prepared apart), in the statement's
+        snapshot: taken when it began, so without this statement's own writes. They come
+        back only when this statement made the target ready with the first report it
+        got (a repeated report finds the first one stored, which may say otherwise).
         """
         written = kept if delete and kept is not None else None if delete else values
         mode = _finish_mode(resource is not None, delete, kept is not None, values is not None)
         names = tuple(written or ())
-        sql = self._statement(("finish", mode, names), lambda: _finish_statement(mode, names))
+        loads = load_next is not None
+        sql = self._statement(
+            ("finish", mode, names, loads), lambda: _finish_statement(mode, names, loads)
+        )
         params: dict[str, Any] = {
             "stack_id": stack_id,
             "traversal_id": traversal_id,
@@ -295,11 +307,13 @@ class PostgresHotPath:
         params.update(_event_params(stack_id, events, now))
         if resource is not None:
             params.update(_cas_params(resource[0], resource[1], written or {}))
+        if load_next is not None:
+            params["next_id"] = load_next[0]
         found = await self._one(sql, params, order=sender[0], shared=_shared_key(targets))
         assert found is not None  # the final SELECT always has its one row
-        stored, current, new, counted, received = found
+        stored, current, new, counted, received = found[:5]
         if not stored:
-            return False, [], ""
+            return False, [], "", None
         is_new = {(rid, bool(upd)) for rid, upd in new or ()}
         counts = {(rid, bool(upd)): n for rid, upd, n in counted or ()}
         seen = {(rid, bool(upd)): n for rid, upd, n in received or ()}
@@ -314,7 +328,11 @@ class PostgresHotPath:
                     ready.append(key)
             elif seen.get(key, 0) >= needed:
                 ready.append(key)  # a repeated report re-announces a complete target
-        return True, ready, current or ""
+        loaded = None
+        expects = {(rid, upd): expected for rid, upd, _data, expected, _part in targets}
+        if load_next is not None and load_next in is_new and expects.get(load_next) == 1:
+            loaded = (_STACK.row(found[5]), _RESOURCE.row(found[6]))
+        return True, ready, current or "", loaded
 
 
 def _shared_key(
@@ -393,9 +411,10 @@ def _finish_mode(has_row: bool, delete: bool, has_kept: bool, has_values: bool) 
     return "cas" if has_values else "none"
 
 
-def _finish_statement(mode: str, names: Sequence[str]) -> str:
+def _finish_statement(mode: str, names: Sequence[str], loads_next: bool = False) -> str:
     """The finish as one statement: every write depends on ``ok`` (the row's
-    compare-and-swap won, or there was no row to write), like a rolled-back transaction."""
+    compare-and-swap won, or there was no row to write), like a rolled-back transaction.
+    ``loads_next``: the final SELECT also reads the stack and the row ``next_id``."""
     current = "(SELECT current_traversal FROM stack WHERE id = %(stack_id)s)"
     writes = {
         "none": "",
@@ -450,4 +469,5 @@ def _finish_statement(mode: str, names: Sequence[str]) -> str:
         "(SELECT json_agg(json_build_array(p.target_resource_id, p.target_is_update, "
         f"p.received)) FROM sync_point p JOIN g ON {target_key} "
         "WHERE p.traversal_id = %(traversal_id)s AND g.expected > 1)"
+        + (f", {_STACK_JSON}, {_NEXT_RESOURCE_JSON}" if loads_next else "")
     )

@@ -27,6 +27,7 @@ from converge.engine.worker.observing import Observation
 from converge.engine.worker.rows import resource_state, template_changed
 from converge.engine.worker.update_phase import UpdatePhaseMixin
 from converge.messages import CheckResource
+from converge.records import CheckInputs
 from converge.resources.base import Outcome
 
 
@@ -43,17 +44,24 @@ class Worker(UpdatePhaseMixin, CleanupPhaseMixin):
 
     # --- entry -------------------------------------------------------------------------
 
-    async def check(self, message: CheckResource) -> None:
+    async def check(self, message: CheckResource, inputs: CheckInputs | None = None) -> None:
+        """Check one node. ``inputs``: its stack, row and reports as the finish that made
+        it ready read them (a continued check on PostgreSQL), used instead of loading.
+        A row claimed then is loaded again: the finish read it before its own commit, and
+        the holder's release may have committed in between, handing the node on only to
+        a check that reads after it (its hand-on counted the reports before this one's)."""
         node = GraphNode(message.resource_id, message.is_update)
         graph = await self.ctx.graph(message.stack_id, message.traversal_id)
         if graph is None or node not in graph:
             return  # superseded: whoever holds the resource re-triggers it in the new one
-        stack, row, reports = await self.ctx.store.load_for_check(
-            message.stack_id,
-            node,
-            message.traversal_id,
-            with_reports=bool(graph.predecessors_of(node)),
-        )
+        if inputs is None or inputs.row is None or inputs.row.engine_id is not None:
+            inputs = await self.ctx.store.load_for_check(
+                message.stack_id,
+                node,
+                message.traversal_id,
+                with_reports=bool(graph.predecessors_of(node)),
+            )
+        stack, row, reports = inputs
         if stack.current_traversal != message.traversal_id or stack.status != Status.IN_PROGRESS:
             return
         if row is not None:

@@ -119,7 +119,9 @@ class StepsMixin(PluginCallsMixin):
             for successor in successors
             if (part := graph.fan_in_part(successor, node)) is not None
         }
-        stored, ready, current = await self.ctx.store.finish_node(
+        # The successor this process would continue: the finish may read its inputs too.
+        next_node = self.ctx.next_to_continue(graph, node, successors)
+        stored, ready, current, next_check = await self.ctx.store.finish_node(
             stack.id,
             traversal,
             node,
@@ -132,6 +134,7 @@ class StepsMixin(PluginCallsMixin):
             expected_counts=expected,
             kept_if_superseded=_kept_after_delete(row) if delete and row is not None else None,
             fan_in=fan_in,
+            load_next=next_node,
         )
         if not stored:
             return False
@@ -141,7 +144,10 @@ class StepsMixin(PluginCallsMixin):
             return True
         if STACK_NODE in ready:
             await self.operations.complete_traversal(stack.id, traversal)
-        await self.ctx.hand_on(stack.id, traversal, [s for s in ready if s != STACK_NODE])
+        loaded = None if next_node is None or next_check is None else (next_node, next_check)
+        await self.ctx.hand_on(
+            stack.id, traversal, [s for s in ready if s != STACK_NODE], loaded=loaded
+        )
         return True
 
     def _report_payload(self, row: ResourceRecord) -> dict[str, Any]:
