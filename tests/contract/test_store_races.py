@@ -218,7 +218,7 @@ async def test_senders_reporting_to_two_big_fan_ins_and_a_small_one(
         targets = [*big, small]
         targets = targets[sender % 3 :] + targets[: sender % 3]
         parts = {t: graph.fan_in_part(t, node, FAN_IN_PART) for t in big}
-        _stored, ready, _current = await stores[sender % PROCESSES].finish_node(
+        _stored, ready, _current, _ = await stores[sender % PROCESSES].finish_node(
             stack_id,
             "t",
             node,
