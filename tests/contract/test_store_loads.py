@@ -127,3 +127,16 @@ async def test_start_traversal_gives_build_the_rows_a_read_back_gives(
         assert seen[-1] == await store.list_resources(stack_id)
     assert [len(rows) for rows in seen] == [3, 103]
     assert all(row.action == Action.INIT for row in seen[-1])
+
+
+async def test_reads_issued_together_outlive_the_first_one_cancelled(store: SqlStore) -> None:
+    stack_id, ids = await _stack_with_rows(store, "s", 10)
+    reads = [
+        asyncio.create_task(store.load_for_check(stack_id, GraphNode(rid, True), "t"))
+        for rid in ids
+    ]
+    await asyncio.sleep(0)  # every read issued: on PostgreSQL, all wait for one statement
+    reads[0].cancel()
+    loaded = await asyncio.wait_for(asyncio.gather(*reads[1:]), 10)
+    assert [row.id if row else None for _stack, row, _reports in loaded] == ids[1:]
+    assert reads[0].done()  # cancelled, or done already (SQLite reads inline)

@@ -16,6 +16,7 @@ import asyncio
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from converge.adapters import json_codec
@@ -79,17 +80,40 @@ class LoadCoalescer:
         with_reports: bool,
     ) -> Loaded:
         key = (stack_id, traversal_id)
+        read = _Read(
+            resource_id, is_update, with_reports, asyncio.get_running_loop().create_future()
+        )
         group = self._open.get(key)
-        if group is None:
-            group = self._open[key] = _Group(stack_id, traversal_id)
-            self._submit(group, order=resource_id)
-        future: asyncio.Future[Loaded] = asyncio.get_running_loop().create_future()
-        group.reads.append(_Read(resource_id, is_update, with_reports, future))
-        return await future
+        if group is not None:
+            group.reads.append(read)
+            return await read.future
+        group = self._open[key] = _Group(stack_id, traversal_id, [read])
+        # The first read waits for the statement itself and hands the others their parts:
+        # no hop through a callback, so a lone read takes the loop turns it always took.
+        try:
+            try:
+                row = await self._send(group, order=resource_id)
+            except StoreError:
+                # As any read: tried again once on a lost connection (one the server
+                # dropped since its last use, after a restart).
+                group.retried = True
+                row = await self._send(group, order=resource_id)
+        except asyncio.CancelledError:
+            read.future.cancel()
+            if any(not other.future.done() for other in group.reads):
+                self._send(group, order=resource_id).add_done_callback(
+                    partial(self._answered, group)
+                )
+            raise
+        except Exception as exc:
+            read.future.cancel()
+            _deliver(group, exc)
+            raise
+        _deliver(group, row)
+        return read.future.result()
 
-    def _submit(self, group: _Group, *, order: int) -> None:
-        sent = self._batcher.submit("", {}, order=order, build=lambda: self._close(group))
-        sent.add_done_callback(lambda done: self._answered(group, done))
+    def _send(self, group: _Group, *, order: int) -> asyncio.Future[Row]:
+        return self._batcher.submit("", {}, order=order, build=partial(self._close, group))
 
     def _close(self, group: _Group) -> tuple[str, Mapping[str, Any]]:
         """The group's statement, made when the batcher takes it: no read joins after."""
@@ -99,23 +123,26 @@ class LoadCoalescer:
         return _statement(group)
 
     def _answered(self, group: _Group, done: asyncio.Future[Row]) -> None:
-        error = done.exception() if not done.cancelled() else StoreError("the read was dropped")
+        """The others' statement, sent again when the first read was cancelled."""
+        error = StoreError("the read was dropped") if done.cancelled() else done.exception()
         if isinstance(error, StoreError) and not group.retried:
-            # As any read: tried again once on a lost connection (one the server dropped
-            # since its last use, after a restart).
             group.retried = True
-            self._submit(group, order=0)
+            self._send(group, order=0).add_done_callback(partial(self._answered, group))
             return
-        if error is not None:
-            for read in group.reads:
-                if not read.future.done():
-                    read.future.set_exception(error)
-            return
-        row = done.result()
-        assert row is not None  # a SELECT of sub-selects always has its one row
-        for read, loaded in zip(group.reads, _split(group, row), strict=True):
+        _deliver(group, done.result() if error is None else error)
+
+
+def _deliver(group: _Group, outcome: Row | BaseException) -> None:
+    """Each read of ``group`` its part of the statement's row, or its error."""
+    if isinstance(outcome, BaseException):
+        for read in group.reads:
             if not read.future.done():
-                read.future.set_result(loaded)
+                read.future.set_exception(outcome)
+        return
+    assert outcome is not None  # a SELECT of sub-selects always has its one row
+    for read, loaded in zip(group.reads, _split(group, outcome), strict=True):
+        if not read.future.done():
+            read.future.set_result(loaded)
 
 
 def _statement(group: _Group) -> tuple[str, Mapping[str, Any]]:
