@@ -261,3 +261,62 @@ async def test_a_read_rides_out_its_connection_dropped_mid_statement(
         locker.rollback()  # the lock goes: the read tried again finds the table free
         events = await asyncio.wait_for(reading, 10)
     assert isinstance(events, list)
+
+
+async def _stack_with_rows(store: SqlStore, count: int) -> tuple[str, list[int]]:
+    stack = await store.create_stack(
+        "many",
+        "p",
+        action=Action.CREATE,
+        disable_rollback=False,
+        timeout_mins=None,
+        drift_policy="notify",
+    )
+    await store.start_traversal(
+        stack.id,
+        stack.atomic_key,
+        [NewResource(f"r{i}", "T") for i in range(count)],
+        lambda rows: ({"current_traversal": "t"}, {}),
+    )
+    return stack.id, [row.id for row in await store.list_resources(stack.id)]
+
+
+async def test_reads_of_checks_started_together_are_one_statement(
+    store: SqlStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checks of a work message (one stack and traversal) read in one statement; a
+    read of another traversal in its own; a lone read (a chain) in the statement it had."""
+    stack_id, ids = await _stack_with_rows(store, 32)
+    await store.get_stack(stack_id)  # a connection is now held
+    sent: list[str] = []
+    execute = psycopg.AsyncCursor.execute
+
+    async def counting(
+        self: psycopg.AsyncCursor[object], query: str, *args: object, **kwargs: object
+    ) -> object:
+        sent.append(query)
+        return await execute(self, query, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(psycopg.AsyncCursor, "execute", counting)
+    loaded = await asyncio.gather(
+        *(store.load_for_check(stack_id, GraphNode(rid, True), "t") for rid in ids),
+        store.load_for_check(stack_id, GraphNode(ids[0], True), "other"),
+    )
+    assert [row.id if row else None for _stack, row, _reports in loaded] == [*ids, ids[0]]
+    assert len(sent) == 2, sent
+    sent.clear()
+    _stack, row, _reports = await store.load_for_check(stack_id, GraphNode(ids[3], True), "t")
+    assert row is not None and row.id == ids[3]
+    assert len(sent) == 1 and "ANY" not in sent[0]
+
+
+async def test_reads_together_are_tried_again_on_a_lost_connection(
+    store: SqlStore, postgres_url: str
+) -> None:
+    stack_id, ids = await _stack_with_rows(store, 8)
+    await store.get_stack(stack_id)  # a connection is now held
+    assert await asyncio.to_thread(_terminate_others, postgres_url) >= 1
+    loaded = await asyncio.gather(
+        *(store.load_for_check(stack_id, GraphNode(rid, True), "t") for rid in ids)
+    )
+    assert [row.id if row else None for _stack, row, _reports in loaded] == ids

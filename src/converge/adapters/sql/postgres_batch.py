@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,6 +67,9 @@ class _Statement:
     order: int  # the resource id it touches (batches are sent in this order)
     shared: SharedKey  # rows other checks lock too (sync points): last in a batch
     future: asyncio.Future[Row] = field(repr=False)
+    # Makes (sql, params) when the statement is taken into a batch: callers that come
+    # while it waits can still join it (``postgres_loads``).
+    build: Callable[[], tuple[str, Mapping[str, Any]]] | None = None
 
 
 class StatementBatcher:
@@ -84,15 +87,28 @@ class StatementBatcher:
         self, sql: str, params: Mapping[str, Any], *, order: int = 0, shared: SharedKey = None
     ) -> Row:
         """The statement's first row (None when it returns none), once it committed."""
+        return await self.submit(sql, params, order=order, shared=shared)
+
+    def submit(
+        self,
+        sql: str,
+        params: Mapping[str, Any],
+        *,
+        order: int = 0,
+        shared: SharedKey = None,
+        build: Callable[[], tuple[str, Mapping[str, Any]]] | None = None,
+    ) -> asyncio.Future[Row]:
+        """Queue the statement (made by ``build`` when it is taken, if given); its future
+        is its first row once it committed."""
         loop = asyncio.get_running_loop()
-        statement = _Statement(sql, params, order, shared, loop.create_future())
+        statement = _Statement(sql, params, order, shared, loop.create_future(), build)
         self._queue.append(statement)
         if self._senders < self._max_senders:
             self._senders += 1
             task = loop.create_task(self._send_queued())
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-        return await statement.future
+        return statement.future
 
     async def _send_queued(self) -> None:
         """Send batches on one connection while statements wait; on a lost connection,
@@ -124,6 +140,8 @@ class StatementBatcher:
             scanned += 1
             if statement.future.done():
                 continue  # its caller was cancelled while it waited
+            if statement.build is not None and not _built(statement):
+                continue
             if not statement.shared:
                 taken.append(statement)
             elif not shared or (
@@ -216,6 +234,19 @@ async def _alone(conn: Connection, statement: _Statement) -> bool:
             statement.future.set_exception(exc)  # a bug (a bad statement): as it is
         return not lost
     _resolve(statement, row)
+    return True
+
+
+def _built(statement: _Statement) -> bool:
+    """Make the statement's text and parameters now; False (its caller has the error)
+    when that failed."""
+    assert statement.build is not None
+    build, statement.build = statement.build, None
+    try:
+        statement.sql, statement.params = build()
+    except Exception as exc:  # a bug: its caller's alone
+        statement.future.set_exception(exc)
+        return False
     return True
 
 

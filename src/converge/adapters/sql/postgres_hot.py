@@ -21,51 +21,27 @@ SQLAlchemy's and on SQLite's against the same expectations.
 from __future__ import annotations
 
 import asyncio
-from collections import namedtuple
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import sqlalchemy as sa
 from psycopg.types.json import set_json_loads
 
 from converge.adapters import json_codec
 from converge.adapters.sql import tables as t
 from converge.adapters.sql.postgres_batch import SharedKey, StatementBatcher
+from converge.adapters.sql.postgres_loads import LoadCoalescer
 from converge.adapters.sql.postgres_pool import Connection, LoopConnections
+from converge.adapters.sql.postgres_rows import RESOURCE as _RESOURCE
+from converge.adapters.sql.postgres_rows import RESOURCE_JSON as _RESOURCE_JSON
+from converge.adapters.sql.postgres_rows import STACK as _STACK
+from converge.adapters.sql.postgres_rows import STACK_JSON as _STACK_JSON
+from converge.adapters.sql.postgres_rows import SYNC_POINT as _SYNC_POINT
 from converge.core.traversal import FanInPart
 from converge.errors import StoreError
 
-
-class _Rows:
-    """A table's columns read as one ``row_to_json`` value, given back as a named tuple."""
-
-    def __init__(self, table: sa.Table, *, skip: Sequence[str] = ()) -> None:
-        self.columns = [c.name for c in table.c if c.name not in skip]
-        self.row_type = namedtuple(f"{table.name}_pg_row", self.columns)  # type: ignore[misc]
-
-    def row(self, values: Mapping[str, Any] | None) -> Any | None:
-        return None if values is None else self.row_type(**values)
-
-
-_STACK = _Rows(t.stack, skip=["current_deps"])  # the graph can be megabytes: never here
-_RESOURCE = _Rows(t.resource)
-
-_STACK_JSON = (
-    f"(SELECT row_to_json(s) FROM (SELECT {', '.join(_STACK.columns)} FROM stack "
-    "WHERE id = %(stack_id)s) s)"
-)
-_RESOURCE_JSON = "(SELECT row_to_json(r) FROM resource r WHERE r.id = %(resource_id)s)"
 _NEXT_RESOURCE_JSON = "(SELECT row_to_json(r) FROM resource r WHERE r.id = %(next_id)s)"
 _SELECT_STACK = f"SELECT {_STACK_JSON}"
 _SELECT_RESOURCE = f"SELECT {_RESOURCE_JSON}"
-_SYNC_POINT = (
-    "traversal_id = %(traversal_id)s AND target_resource_id = %(target_id)s "
-    "AND target_is_update = %(target_is_update)s"
-)
-_REPORTS_JSON = (
-    "(SELECT json_agg(json_build_array(sender_resource_id, sender_is_update, data)) "
-    f"FROM sync_report WHERE {_SYNC_POINT})"
-)
 _FIND_STACK = (
     f"SELECT row_to_json(s) FROM (SELECT {', '.join(_STACK.columns)} FROM stack "
     "WHERE project_id = %(project_id)s AND (name = %(name_or_id)s OR id = %(name_or_id)s)"
@@ -92,6 +68,7 @@ class PostgresHotPath:
         self._size = size
         self._pools: dict[asyncio.AbstractEventLoop, LoopConnections] = {}
         self._batchers: dict[asyncio.AbstractEventLoop, StatementBatcher] = {}
+        self._loads: dict[asyncio.AbstractEventLoop, LoadCoalescer] = {}
         self._statements: dict[tuple[Any, ...], str] = {}
 
     def _pool(self) -> LoopConnections:
@@ -101,6 +78,7 @@ class PostgresHotPath:
             for other in [other for other in self._pools if other.is_closed()]:
                 self._pools.pop(other).close_from_elsewhere()
                 self._batchers.pop(other, None)
+                self._loads.pop(other, None)
             pool = self._pools[loop] = LoopConnections(self._conninfo, self._size, _configure)
         return pool
 
@@ -112,11 +90,19 @@ class PostgresHotPath:
             batcher = self._batchers[loop] = StatementBatcher(pool, self._size)
         return batcher
 
+    def _coalescer(self) -> LoadCoalescer:
+        batcher = self._batcher()
+        loads = self._loads.get(asyncio.get_running_loop())
+        if loads is None:
+            loads = self._loads[asyncio.get_running_loop()] = LoadCoalescer(batcher)
+        return loads
+
     async def close(self) -> None:
         """Close every connection: this loop's once their statements end, other loops'
         idle ones at once."""
         pools, self._pools = self._pools, {}
         self._batchers = {}
+        self._loads = {}
         loop = asyncio.get_running_loop()
         for owner, pool in pools.items():
             if owner is loop:
@@ -179,27 +165,12 @@ class PostgresHotPath:
         traversal_id: str,
         with_reports: bool,
     ) -> tuple[Any | None, Any | None, list[tuple[int, bool, Any]]]:
-        """Stack, resource row and the node's reports, read in one snapshot."""
-        columns = [_STACK_JSON, _RESOURCE_JSON] + ([_REPORTS_JSON] if with_reports else [])
-        sql = self._statement(("load", with_reports), lambda: f"SELECT {', '.join(columns)}")
-        found = await self._read(
-            sql,
-            {
-                "stack_id": stack_id,
-                "resource_id": resource_id,
-                "traversal_id": traversal_id,
-                "target_id": resource_id,
-                "target_is_update": is_update,
-            },
-            order=resource_id,
+        """Stack, resource row and the node's reports, read in one snapshot (with the
+        reads of other checks of the stack and traversal: ``postgres_loads``)."""
+        stack, row, reports = await self._coalescer().load(
+            stack_id, resource_id, is_update, traversal_id, with_reports
         )
-        assert found is not None  # a SELECT of sub-selects always has its one row
-        reports = found[2] if with_reports and found[2] else []
-        return (
-            _STACK.row(found[0]),
-            _RESOURCE.row(found[1]),
-            [(sender, bool(upd), data) for sender, upd, data in reports],
-        )
+        return _STACK.row(stack), _RESOURCE.row(row), reports
 
     async def count_reports(self, traversal_id: str, resource_id: int, is_update: bool) -> int:
         found = await self._read(

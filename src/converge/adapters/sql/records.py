@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import sqlalchemy as sa
 
+from converge.adapters.sql import tables
 from converge.core.states import Action, Status
 from converge.errors import NotFound
 from converge.records import (
@@ -176,6 +178,16 @@ def new_resource_row(stack_id: str, new: NewResource, now: float) -> dict[str, A
         "created_at": now,
         "updated_at": None,
     }
+
+
+# Columns a new row leaves to their default (NULL): ``written_resource_record`` reads them.
+_UNSET_RESOURCE_COLUMNS = dict.fromkeys(c.name for c in tables.resource.c)
+
+
+def written_resource_record(row: Mapping[str, Any]) -> ResourceRecord:
+    """The record of a row as ``new_resource_row`` (with its id) wrote it: what reading it
+    back gives."""
+    return resource_record(SimpleNamespace(**{**_UNSET_RESOURCE_COLUMNS, **row}))
 
 
 def event_rows(stack_id: str, events: Sequence[NewEvent], now: float) -> list[dict[str, Any]]:
