@@ -46,7 +46,7 @@ from support.chaos import (
     start_cluster,
 )
 from support.databases import fresh_database
-from support.distributed import Deployment
+from support.distributed import Deployment, Serve
 
 PG = os.environ.get("CONVERGE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 AMQP = os.environ.get("CONVERGE_TEST_AMQP", "amqp://guest:guest@127.0.0.1:5672/")
@@ -169,6 +169,17 @@ def report(result: dict[str, object], shape: Shape, interval: float, load: float
     return lines
 
 
+def _started(serve: Serve, timeout: float = 60.0) -> None:
+    """Once ``serve`` said it runs: an engine the killer restarted at the end may still be
+    starting, and a SIGTERM before its handler is installed ends it by the signal (as
+    any process's), which ``Serve.stop`` takes for an unclean stop."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and serve.process.poll() is None:
+        if "converge serve: roles" in serve.log.read_text(errors="replace"):
+            return
+        time.sleep(0.2)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--operations", type=int, default=10, help="create and updates")
@@ -193,7 +204,11 @@ def main() -> None:
         try:
             result = run(deployment, shape, args.operations, args.interval)
             for serve in deployment.serving:
-                serve.stop()
+                _started(serve)
+                try:
+                    serve.stop()
+                except AssertionError as exc:  # reported with the figures, not lost with them
+                    result["problems"].append(str(exc).splitlines()[0])  # type: ignore[attr-defined]
         finally:
             deployment.stop_all()
             if args.keep_logs is not None:

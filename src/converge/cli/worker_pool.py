@@ -31,18 +31,15 @@ LONGEST_PAUSE = 30.0
 STARTED_AFTER = 5.0
 
 
-def restart_pause(pause: float, waited: float, lived: float) -> float:
-    """How long to wait before starting again a worker that lived ``lived`` seconds after
-    a pause of ``waited``, when ``pause`` is the next pause of its backoff.
-
-    The first pause again when it lived long enough to have started and longer than it
-    had waited: only a worker that keeps dying young (a crash loop) backs off. A rule of
-    a fixed age (60 s) kept workers killed every few seconds (a chaos run, an OOM killer)
-    down for 30 s each time, their work waiting on the broker.
-    """
-    if lived >= max(STARTED_AFTER, waited):
-        return FIRST_PAUSE
-    return pause
+def restart_pause(pause: float, lived: float) -> float:
+    """How long to wait before starting again a worker that lived ``lived`` seconds, when
+    ``pause`` is the next pause of its backoff: the first pause again when it lived long
+    enough to have started, so only a worker that keeps dying young (a crash loop) backs
+    off. A fixed age of 60 s kept workers killed every few seconds (a chaos run, an OOM
+    killer) down for 30 s each time, their work waiting on the broker; so did a rule
+    asking a worker to outlive its last pause, as a longer pause made a longer life
+    needed to come back from it."""
+    return FIRST_PAUSE if lived >= STARTED_AFTER else pause
 
 
 class WorkerPool:
@@ -95,14 +92,14 @@ class WorkerPool:
     async def _keep(self, index: int) -> None:
         """Start worker ``index`` again whenever it exits while the pool runs."""
         loop = asyncio.get_running_loop()
-        pause = waited = FIRST_PAUSE
+        pause = FIRST_PAUSE
         while True:
             started = loop.time()
             process = self._processes[index]
             code = await process.wait()
             if self._stopping:
                 return
-            pause = restart_pause(pause, waited, loop.time() - started)
+            pause = restart_pause(pause, loop.time() - started)
             log.warning(
                 "worker process exited: starting it again",
                 extra={"worker": index, "pid": process.pid, "code": code, "pause": pause},
@@ -110,7 +107,7 @@ class WorkerPool:
             await asyncio.sleep(pause)
             if self._stopping:
                 return
-            waited, pause = pause, min(pause * 2, LONGEST_PAUSE)
+            pause = min(pause * 2, LONGEST_PAUSE)
             await self._spawn(index)
 
     async def stop(self) -> None:

@@ -13,25 +13,20 @@ from converge.cli.worker_pool import FIRST_PAUSE, LONGEST_PAUSE, STARTED_AFTER, 
 
 
 def test_a_crash_loop_backs_off_up_to_the_longest_pause() -> None:
-    pause, waited, pauses = FIRST_PAUSE, FIRST_PAUSE, []
+    pause, pauses = FIRST_PAUSE, []
     for _ in range(8):
-        pause = restart_pause(pause, waited, lived=0.5)
+        pause = restart_pause(pause, lived=0.5)
         pauses.append(pause)
-        waited, pause = pause, min(pause * 2, LONGEST_PAUSE)
+        pause = min(pause * 2, LONGEST_PAUSE)
     assert pauses == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0]
 
 
 def test_a_worker_killed_after_it_started_comes_back_after_the_first_pause() -> None:
-    """Killed every few seconds (a chaos run, an OOM killer): never down for long."""
-    assert restart_pause(16.0, waited=8.0, lived=STARTED_AFTER + 4) == FIRST_PAUSE
-    # Young again, once: one step of backoff, then the first pause after a longer life.
-    assert restart_pause(2.0, waited=1.0, lived=STARTED_AFTER - 1) == 2.0
-    assert restart_pause(4.0, waited=2.0, lived=STARTED_AFTER + 1) == FIRST_PAUSE
-
-
-def test_a_life_shorter_than_the_pause_it_waited_keeps_backing_off() -> None:
-    assert restart_pause(30.0, waited=30.0, lived=20.0) == 30.0
-    assert restart_pause(30.0, waited=30.0, lived=31.0) == FIRST_PAUSE
+    """Killed every few seconds (a chaos run, an OOM killer): never down for long, even
+    after a few young deaths made its pause long."""
+    assert restart_pause(16.0, lived=STARTED_AFTER + 1) == FIRST_PAUSE
+    assert restart_pause(LONGEST_PAUSE, lived=STARTED_AFTER) == FIRST_PAUSE
+    assert restart_pause(2.0, lived=STARTED_AFTER - 1) == 2.0
 
 
 @pytest.mark.parametrize(
