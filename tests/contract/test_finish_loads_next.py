@@ -9,27 +9,15 @@ from converge.adapters.sql.store import SqlStore
 from converge.core.states import Action, Status
 from converge.core.traversal import GraphNode
 from converge.records import NewEvent, NewResource, ResourceRecord
+from support.store_rows import stack_with_rows
 
 REPORT = {"name": "a", "reference_id": "phys-a", "attributes": {"x": [1, 2.5, None, "é"]}}
 
 
 async def _two_resources(store: SqlStore) -> tuple[str, ResourceRecord, ResourceRecord]:
-    stack = await store.create_stack(
-        "s",
-        "p",
-        action=Action.CREATE,
-        disable_rollback=False,
-        timeout_mins=None,
-        drift_policy="notify",
-    )
-    await store.start_traversal(
-        stack.id,
-        stack.atomic_key,
-        [NewResource("a", "T"), NewResource("b", "T")],
-        lambda rows: ({"current_traversal": "t1", "status": Status.IN_PROGRESS}, {}),
-    )
-    a, b = sorted(await store.list_resources(stack.id), key=lambda row: row.name)
-    return stack.id, a, b
+    new = [NewResource("a", "T"), NewResource("b", "T")]
+    stack_id, (a, b) = await stack_with_rows(store, new, traversal="t1", in_progress=True)
+    return stack_id, a, b
 
 
 async def test_a_finish_reads_the_successor_as_a_load_right_after_would(

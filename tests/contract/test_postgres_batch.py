@@ -17,9 +17,8 @@ import pytest
 
 from converge.adapters.sql import postgres_batch
 from converge.adapters.sql.store import SqlStore
-from converge.core.states import Action
 from converge.core.traversal import GraphNode
-from converge.records import NewResource
+from support.store_rows import named, stack_with_rows
 
 CHECKS = 200
 
@@ -48,21 +47,7 @@ def batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 async def _stack_with_rows(store: SqlStore, count: int) -> tuple[str, list[Any]]:
-    stack = await store.create_stack(
-        "s",
-        "p",
-        action=Action.CREATE,
-        disable_rollback=False,
-        timeout_mins=None,
-        drift_policy="notify",
-    )
-    await store.start_traversal(
-        stack.id,
-        stack.atomic_key,
-        [NewResource(f"r{n}", "T") for n in range(count)],
-        lambda rows: ({"current_traversal": "t"}, {}),
-    )
-    return stack.id, sorted(await store.list_resources(stack.id), key=lambda row: row.id)
+    return await stack_with_rows(store, named(count))
 
 
 async def test_concurrent_claims_of_one_row_in_one_process_win_once(

@@ -16,10 +16,11 @@ import psycopg
 import pytest
 
 from converge.adapters.sql.store import SqlStore
-from converge.core.states import Action, Status
+from converge.core.states import Status
 from converge.core.traversal import STACK_NODE, GraphNode
 from converge.errors import StoreError
-from converge.records import NewEvent, NewResource
+from converge.records import NewEvent
+from support.store_rows import named, stack_with_rows
 
 
 @pytest.fixture
@@ -32,22 +33,8 @@ async def store(postgres_url: str) -> AsyncIterator[SqlStore]:
 
 
 async def _stack_with_row(store: SqlStore) -> tuple[str, int, int]:
-    stack = await store.create_stack(
-        "s",
-        "p",
-        action=Action.CREATE,
-        disable_rollback=False,
-        timeout_mins=None,
-        drift_policy="notify",
-    )
-    await store.start_traversal(
-        stack.id,
-        stack.atomic_key,
-        [NewResource("a", "T")],
-        lambda rows: ({"current_traversal": "t"}, {}),
-    )
-    (row,) = await store.list_resources(stack.id)
-    return stack.id, row.id, row.atomic_key
+    stack_id, (row,) = await stack_with_rows(store, named(1))
+    return stack_id, row.id, row.atomic_key
 
 
 def _backends(url: str) -> int:
@@ -264,21 +251,8 @@ async def test_a_read_rides_out_its_connection_dropped_mid_statement(
 
 
 async def _stack_with_rows(store: SqlStore, count: int) -> tuple[str, list[int]]:
-    stack = await store.create_stack(
-        "many",
-        "p",
-        action=Action.CREATE,
-        disable_rollback=False,
-        timeout_mins=None,
-        drift_policy="notify",
-    )
-    await store.start_traversal(
-        stack.id,
-        stack.atomic_key,
-        [NewResource(f"r{i}", "T") for i in range(count)],
-        lambda rows: ({"current_traversal": "t"}, {}),
-    )
-    return stack.id, [row.id for row in await store.list_resources(stack.id)]
+    stack_id, rows = await stack_with_rows(store, named(count), name="many")
+    return stack_id, [row.id for row in rows]
 
 
 async def test_reads_of_checks_started_together_are_one_statement(
