@@ -4,11 +4,10 @@ Each is ``converge serve --roles worker`` over the same state and broker, handed
 its environment (``CONVERGE_STATE``, ``CONVERGE_BROKER``: never on a command line, where
 any user's ``ps`` would show a password). A worker that exits while serve runs is started
 again after a pause: 1 s, doubling up to 30 s while it keeps dying young (a crash loop).
-On stop,
-each gets SIGTERM (it finishes nothing half-way: what it had not acknowledged goes back to
-the broker), then SIGKILL after ``stop_timeout``. Workers run in their own session, so a
-terminal's Ctrl-C reaches serve alone, which stops them; and each one stops by itself when
-serve is gone (``--parent-pid``), even when serve was killed with SIGKILL.
+On stop, each gets SIGTERM (it finishes nothing half-way: what it had not acknowledged
+goes back to the broker), then SIGKILL after ``stop_timeout``. Workers run in their own
+session, so a terminal's Ctrl-C reaches serve alone, which stops them; and each one stops
+by itself when serve is gone (``--parent-pid``), even when serve was killed with SIGKILL.
 """
 
 from __future__ import annotations
