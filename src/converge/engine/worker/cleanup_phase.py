@@ -92,46 +92,47 @@ class CleanupPhaseMixin(StepsMixin, ReplacementsMixin):
         plugin = await self._plugin_or_fail(stack, row, row.type, Action.DELETE)
         if plugin is None:
             return False
-        acting = self._acting(row.id, stack.current_traversal)  # before the claim is visible
+        # Marked before the claim is visible, unmarked once the result is stored (as a
+        # create's or update's, see ``_act``): a check in between must not delete it again.
+        acting = self._acting(row.id, stack.current_traversal)
         if acting is None:
             return False
         try:
             claimed = await self._claim(stack, row, Action.DELETE, decision.reason)
-        except BaseException:
-            self._done(acting)  # a claim the database cut short must not mark it forever
-            raise
-        if claimed is None:
-            self._done(acting)
-            return False
-        try:
+            if claimed is None:
+                return False
             ctx = dataclasses.replace(
                 self._context(stack, claimed),
                 deletion_policy=await self._stated_deletion_policy(claimed),
             )
-            await self._run(stack, claimed, plugin.delete, ctx, applied_state(claimed))
-        except ActionFailed as failed:
-            await self._fail_resource(stack, claimed, Action.DELETE, failed.reason)
-            return False
+            try:
+                await self._run(stack, claimed, plugin.delete, ctx, applied_state(claimed))
+            except ActionFailed as failed:
+                await self._fail_resource(
+                    stack, claimed, Action.DELETE, failed.reason, release=acting
+                )
+                return False
+            return await self._finish(
+                stack,
+                graph,
+                node,
+                claimed,
+                claimed.atomic_key,
+                delete=True,
+                events=[
+                    _event(
+                        claimed,
+                        Action.DELETE,
+                        Status.COMPLETE,
+                        "state changed",
+                        claimed.physical_resource_id,
+                    )
+                ],
+                report=report,
+                release=acting,
+            )
         finally:
             self._done(acting)
-        return await self._finish(
-            stack,
-            graph,
-            node,
-            claimed,
-            claimed.atomic_key,
-            delete=True,
-            events=[
-                _event(
-                    claimed,
-                    Action.DELETE,
-                    Status.COMPLETE,
-                    "state changed",
-                    claimed.physical_resource_id,
-                )
-            ],
-            report=report,
-        )
 
     async def _stated_deletion_policy(self, row: ResourceRecord) -> str | None:
         """The deletion_policy the template that last converged ``row`` wrote out; None when

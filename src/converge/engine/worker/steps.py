@@ -10,6 +10,7 @@ from typing import Any
 
 from converge.core.states import Action, Status, check_resource_transition
 from converge.core.traversal import STACK_NODE, GraphNode, TraversalGraph
+from converge.engine.worker.base import _Acting
 from converge.engine.worker.plugin_calls import PluginCallsMixin
 from converge.engine.worker.rows import _event, _hook_marker, _jsonable_value, _kept_after_delete
 from converge.errors import NotFound
@@ -29,11 +30,30 @@ class StepsMixin(PluginCallsMixin):
             return self.ctx.registry.plugin(type_name)
         except NotFound as exc:
             reason = f"Error: resources.{row.name}: {exc}: this engine cannot act on it"
-            # Started, then failed: the transition table has no shortcut.
-            claimed = await self._claim(stack, row, action, reason)
-            if claimed is not None:
-                await self._fail_resource(stack, claimed, action, reason)
+            await self._claim_and_fail(stack, row, action, reason)
             return None
+
+    async def _claim_and_fail(
+        self,
+        stack: StackRecord,
+        row: ResourceRecord,
+        action: Action,
+        reason: str,
+        *,
+        started: str | None = None,
+    ) -> None:
+        """Fail an action that cannot start (the transition table has no shortcut: started,
+        with ``started`` as its reason, then failed), marked as this process's work
+        throughout, as every claim is."""
+        acting = self._acting(row.id, stack.current_traversal)
+        if acting is None:
+            return  # another action of this process holds the row: it decides
+        try:
+            claimed = await self._claim(stack, row, action, started or reason)
+            if claimed is not None:
+                await self._fail_resource(stack, claimed, action, reason, release=acting)
+        finally:
+            self._done(acting)
 
     async def _claim(
         self,
@@ -97,9 +117,12 @@ class StepsMixin(PluginCallsMixin):
         events: list[NewEvent] | None = None,
         report: bool = True,
         to_stack: Mapping[str, Any] | None = None,
+        release: _Acting | None = None,
     ) -> bool:
         """Store the node's result and report it; False when the row changed under us.
-        ``to_stack``: what the node tells the stack's sync point (a CHECK's findings)."""
+        ``to_stack``: what the node tells the stack's sync point (a CHECK's findings).
+        ``release``: this process's mark on the row, taken off once the result is stored
+        and before the successors start (one of them may act on the same row)."""
         traversal = stack.current_traversal
         successors = graph.successors_of(node) if report else []
         payload = self._report_payload(row) if node.is_update and row is not None else {}
@@ -136,6 +159,8 @@ class StepsMixin(PluginCallsMixin):
             fan_in=fan_in,
             load_next=next_node,
         )
+        if release is not None:
+            self._done(release)
         if not stored:
             return False
         if current != traversal:
@@ -175,8 +200,15 @@ class StepsMixin(PluginCallsMixin):
                     await self.ctx.send_check(stack_id, traversal_id, node)
 
     async def _fail_resource(
-        self, stack: StackRecord, row: ResourceRecord, action: Action, reason: str
+        self,
+        stack: StackRecord,
+        row: ResourceRecord,
+        action: Action,
+        reason: str,
+        *,
+        release: _Acting | None = None,
     ) -> None:
+        """Store the action's failure and fail the traversal; ``release`` as ``_finish``'s."""
         check_resource_transition(row.name, (row.action, row.status), (action, Status.FAILED))
         reason = await self._without_hidden_values(stack, row, reason)
         failed = await self.ctx.store.update_resource(
@@ -191,6 +223,8 @@ class StepsMixin(PluginCallsMixin):
             events=[_event(row, action, Status.FAILED, reason, row.physical_resource_id)],
             stack_id=stack.id,
         )
+        if release is not None:
+            self._done(release)
         if failed is None:
             return
         # Past the stack's deadline the operation failed because it timed out, whichever

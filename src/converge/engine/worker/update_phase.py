@@ -35,8 +35,8 @@ from converge.engine.worker.rows import (
 )
 from converge.engine.worker.steps import StepsMixin
 from converge.errors import TemplateError
-from converge.records import Report, ResourceRecord, StackRecord
-from converge.resources.base import AppliedState, ResourcePlugin
+from converge.records import NewEvent, Report, ResourceRecord, StackRecord
+from converge.resources.base import AppliedState, Outcome, ResourcePlugin
 
 
 class UpdatePhaseMixin(StepsMixin, ObservingMixin, ReplacementsMixin):
@@ -74,10 +74,8 @@ class UpdatePhaseMixin(StepsMixin, ObservingMixin, ReplacementsMixin):
             properties = resource.resolve_properties(data)
         except TemplateError as exc:
             # The action starts and fails at once (a settled row cannot fail unstarted).
-            claimed = await self._claim(stack, target, action, "state changed")
-            if claimed is not None:
-                reason = f"Error: resources.{target.name}: {exc}"
-                await self._fail_resource(stack, claimed, action, reason)
+            reason = f"Error: resources.{target.name}: {exc}"
+            await self._claim_and_fail(stack, target, action, reason, started="state changed")
             return
         plugin = await self._plugin_or_fail(stack, target, resource.implementation_type, action)
         if plugin is None:
@@ -110,9 +108,7 @@ class UpdatePhaseMixin(StepsMixin, ObservingMixin, ReplacementsMixin):
         )
         restricted = restriction(decision, resource.restricted_actions, target.name)
         if restricted is not None:
-            claimed = await self._claim(stack, target, Action.UPDATE, restricted)
-            if claimed is not None:
-                await self._fail_resource(stack, claimed, Action.UPDATE, restricted)
+            await self._claim_and_fail(stack, target, Action.UPDATE, restricted)
             return
         if drift is not None and drift.status != DriftStatus.IN_SYNC:
             await self.ctx.store.add_events(
@@ -195,7 +191,12 @@ class UpdatePhaseMixin(StepsMixin, ObservingMixin, ReplacementsMixin):
         *,
         drift_checked: bool = False,
     ) -> None:
-        """Claim the row, run create or update, store the result and report it."""
+        """Claim the row, run create or update, store the result and report it.
+
+        The row is marked as this process's work from before its claim is visible until
+        its result is stored: a check of the row in between (a repeated delivery, or a
+        newer traversal's) must see this process at work, not a claim left by a crash, or
+        it would act on the row again (a second create, the first one's thing leaked)."""
         while True:
             # Before a create, what it is made from is stored as its intent: a create that
             # fails or is interrupted before it records an id can still be found and
@@ -204,20 +205,13 @@ class UpdatePhaseMixin(StepsMixin, ObservingMixin, ReplacementsMixin):
             intent = None
             if action == Action.CREATE and not target.physical_resource_id:
                 intent = {"properties_data": dict(properties), "requires": requires}
-            # Marked ours before the claim is visible: a repeated check of this row that
-            # reads the claim must see this process at work, not a claim left by a crash.
             acting = self._acting(target.id, stack.current_traversal)
             if acting is None:
                 return
-            try:
+            try:  # whatever happens, the mark does not outlive this action
                 claimed = await self._claim(stack, target, action, "state changed", intent=intent)
-            except BaseException:
-                self._done(acting)  # a claim the database cut short must not mark it forever
-                raise
-            if claimed is None:
-                self._done(acting)
-                return
-            try:
+                if claimed is None:
+                    return
                 ctx = dataclasses.replace(
                     self._context(stack, claimed), update_policy=resource.update_policy
                 )
@@ -239,7 +233,7 @@ class UpdatePhaseMixin(StepsMixin, ObservingMixin, ReplacementsMixin):
                     if action == Action.CREATE:
                         # Only ``update`` may ask for a replacement (plugin contract).
                         reason = f"Error: resources.{claimed.name}: {replace} (while creating)"
-                        await self._fail_resource(stack, claimed, action, reason)
+                        await self._fail_resource(stack, claimed, action, reason, release=acting)
                         return
                     # The plugin cannot update in place: release this row, make a new one.
                     released = await self.ctx.store.update_resource(
@@ -256,11 +250,36 @@ class UpdatePhaseMixin(StepsMixin, ObservingMixin, ReplacementsMixin):
                     target, action = replacement, Action.CREATE
                     continue
                 except ActionFailed as failed:
-                    await self._fail_resource(stack, claimed, action, failed.reason)
+                    await self._fail_resource(stack, claimed, action, failed.reason, release=acting)
                     return
+                done = _Done(action, properties, requires, outcome, attributes, drift_checked)
+                changes, events, pause = self._completed(stack, node, claimed, resource, done)
+                await self._finish(
+                    stack,
+                    graph,
+                    node,
+                    _with(claimed, changes),
+                    claimed.atomic_key,
+                    changes=changes,
+                    events=events,
+                    report=not pause,
+                    release=acting,
+                )
+                return
             finally:
                 self._done(acting)
-            break
+
+    def _completed(
+        self,
+        stack: StackRecord,
+        node: GraphNode,
+        claimed: ResourceRecord,
+        resource: ResourceDefinition,
+        done: _Done,
+    ) -> tuple[dict[str, Any], list[NewEvent], bool]:
+        """What a completed action stores, its events, and whether it pauses on its
+        post-action hook."""
+        action, physical_id = done.action, done.outcome.physical_id
         post_hook = f"post-{str(action).lower()}"
         pause = post_hook in resource.hooks and not _is_cleared(
             claimed, stack.current_traversal, post_hook
@@ -272,43 +291,26 @@ class UpdatePhaseMixin(StepsMixin, ObservingMixin, ReplacementsMixin):
             "action": action,
             "status": Status.COMPLETE,
             "status_reason": "state changed",
-            "physical_resource_id": _text(outcome.physical_id),
-            "properties_data": dict(properties),
-            "plugin_data": _with_template_digest(outcome.data, resource),
-            "attr_data": _jsonable(attributes),
+            "physical_resource_id": _text(physical_id),
+            "properties_data": dict(done.properties),
+            "plugin_data": _with_template_digest(done.outcome.data, resource),
+            "attr_data": _jsonable(done.attributes),
             "current_template_id": stack.raw_template_id,
-            "requires": requires,
+            "requires": done.requires,
             "replaced_by": None,
             "engine_id": None,
             "type": resource.implementation_type,
             "deletion_policy": resource.deletion_policy,
             "hook_pending": None,
         }
-        if drift_checked:
+        if done.drift_checked:
             changes.update(_IN_SYNC, drift_checked_at=self.ctx.clock.now())
-        events = [_event(claimed, action, Status.COMPLETE, "state changed", outcome.physical_id)]
+        events = [_event(claimed, action, Status.COMPLETE, "state changed", physical_id)]
         if pause:
             changes["hook_pending"] = _hook_marker(post_hook, stack.current_traversal, node)
-            events.append(
-                _event(
-                    claimed,
-                    action,
-                    Status.COMPLETE,
-                    f"{action} paused until Hook {post_hook} is cleared",
-                    outcome.physical_id,
-                )
-            )
-        final = _with(claimed, changes)
-        await self._finish(
-            stack,
-            graph,
-            node,
-            final,
-            claimed.atomic_key,
-            changes=changes,
-            events=events,
-            report=not pause,
-        )
+            reason = f"{action} paused until Hook {post_hook} is cleared"
+            events.append(_event(claimed, action, Status.COMPLETE, reason, physical_id))
+        return changes, events, pause
 
     async def _settle_unchanged(
         self,
@@ -360,3 +362,15 @@ class UpdatePhaseMixin(StepsMixin, ObservingMixin, ReplacementsMixin):
             )
             return (needed - {ALL_ATTRIBUTES}) | frozenset(declared)
         return needed
+
+
+@dataclasses.dataclass(frozen=True)
+class _Done:
+    """A create or update the plugin completed: what it was given and what it returned."""
+
+    action: Action
+    properties: Mapping[str, Any]
+    requires: frozenset[int]
+    outcome: Outcome
+    attributes: Mapping[str, Any]
+    drift_checked: bool
