@@ -9,6 +9,7 @@ import pytest
 
 from converge.api import Converge
 from converge.core.states import Action
+from converge.core.traversal import GraphNode
 from converge.errors import Conflict, Superseded
 from converge.views import StackView
 from support.world import IN_MEMORY_REALITY, Reality, eventually
@@ -197,3 +198,96 @@ async def test_two_creates_of_one_name_one_wins_the_other_is_told(cv: Converge) 
 
 async def _state_is(cv: Converge, stack: str, state: str) -> bool:
     return (await cv.get_stack(stack)).stack_status == state
+
+
+GATED_A = CHAIN.replace(
+    "  f: {type: string, default: x}\n",
+    "  f: {type: string, default: x}\n  g: {type: string, default: ''}\n",
+).replace(
+    "a: {type: Test::Thing, properties: {value: {get_param: v}, fixed: {get_param: f}}}",
+    "a: {type: Test::Thing, properties: {value: {get_param: v}, fixed: {get_param: f}, "
+    "gate: {get_param: g}}}",
+)
+
+
+async def test_a_replacement_of_a_row_the_newest_update_dropped_is_not_left_behind(
+    cv: Converge, reality: Reality, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three updates replace a. The first makes a replacement (R1); the second, started
+    before R1 was acted on, converges the original again and decides to replace it too; the
+    third starts while R1 is being created, so it converges R1. Only then does the second
+    make its replacement of the original (R2), unknown to the third. The third deletes the
+    original with R2, which stands for nothing it converges."""
+    await cv.create_stack("r", GATED_A)
+    store = cv.engine.ctx.store
+    add_replacement = store.add_replacement
+    first_made, first_goes = asyncio.Event(), asyncio.Event()
+    second_deciding, second_goes = asyncio.Event(), asyncio.Event()
+    made: list[str] = []
+    r1: list[int] = []
+
+    async def held_for_a(old, new, old_changes):  # type: ignore[no-untyped-def]
+        if old.name != "a" or len(made) >= 2:
+            return await add_replacement(old, new, old_changes)
+        if not made:
+            made.append("first")
+            result = await add_replacement(old, new, old_changes)
+            assert result is not None
+            r1.append(result[1].id)
+            first_made.set()
+            await first_goes.wait()  # R1 is made and not yet acted on
+            return result
+        made.append("second")
+        second_deciding.set()
+        await second_goes.wait()
+        return await add_replacement(old, new, old_changes)
+
+    monkeypatch.setattr(store, "add_replacement", held_for_a)
+    # The second update's cleanup of R1 (a leaf of its graph) waits until the first update
+    # has claimed R1; then it leaves R1 to that one.
+    load_for_check = store.load_for_check
+    r1_claimed = asyncio.Event()
+
+    async def r1_cleanup_waits(stack_id, node, traversal_id, **kwargs):  # type: ignore[no-untyped-def]
+        if r1 and node == GraphNode(r1[0], False):
+            await r1_claimed.wait()
+        return await load_for_check(stack_id, node, traversal_id, **kwargs)
+
+    monkeypatch.setattr(store, "load_for_check", r1_cleanup_waits)
+
+    def update(v: str, g: str = "") -> asyncio.Task[StackView | Superseded]:
+        return asyncio.create_task(_update_with_a(cv, {"v": v, "f": f"f-{v}", "g": g}))
+
+    first = update("first", g="first-gate")
+    await asyncio.wait_for(first_made.wait(), 10)
+    second = update("mid")
+    await asyncio.wait_for(second_deciding.wait(), 10)  # it converges the original
+    first_goes.set()  # the first update creates R1 now: it waits at its gate
+    await eventually(lambda: _has_gate(reality, "first-gate"))
+    r1_claimed.set()
+    third = update("second")
+    await eventually(lambda: _parameter_is(cv, "r", "v", "second"))
+    second_goes.set()  # R2, a replacement of the original, unknown to the third update
+    await eventually(lambda: _created(reality, "a", 2))  # R1 is still at its gate
+    reality.gates["first-gate"].set()
+    assert isinstance(await first, Superseded)
+    assert isinstance(await second, Superseded)
+    stack = await third
+    assert isinstance(stack, StackView) and stack.stack_status == "UPDATE_COMPLETE"
+    for name, value in (("a", "second"), ("b", "second:second"), ("c", "second:second")):
+        assert [p["value"] for p in reality.by_name(name).values()] == [value], name
+    # The original, R1, R2 and the third update's replacement of R1.
+    assert len(reality.actions("create", "a")) == 4
+    rows = await cv.list_resources("r")
+    assert sorted(r.resource_name for r in rows) == ["a", "b", "c"]
+
+
+async def _update_with_a(cv: Converge, parameters: dict[str, str]) -> StackView | Superseded:
+    try:
+        return await cv.update_stack("r", GATED_A, parameters=parameters)
+    except Superseded as exc:
+        return exc
+
+
+async def _created(reality: Reality, name: str, count: int) -> bool:
+    return len(reality.actions("create", name)) >= count

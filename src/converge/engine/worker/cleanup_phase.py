@@ -38,11 +38,14 @@ class CleanupPhaseMixin(StepsMixin, ReplacementsMixin):
             if hook in definition.hooks_for(row.name) and not _is_cleared(row, traversal, hook):
                 await self._pause(stack, node, row, "pre-delete", Action.DELETE)
                 return
-        # A replacement made since the graph was built and replaced again in it (the
-        # superseded traversal made it, this one replaced it) has no node of its own: it
-        # goes with the row it replaced, or it would outlive the traversal.
+        # A replacement made since the graph was built has no node of its own: it goes
+        # with the row it replaced, or it would outlive the traversal. Only the last one of
+        # a row this graph converges stands for the resource; a row the graph dropped takes
+        # all of its new ones (a superseded traversal made them, replacing a row this one
+        # no longer converges: the graph's row for the name is another).
+        converged_here = GraphNode(row.id, True) in graph
         for passed_over in await self._replacements_since(graph, row):
-            if passed_over.replaced_by is None:
+            if passed_over.replaced_by is None and converged_here:
                 continue  # the replacement that stands for the resource now
             if await self._is_held_elsewhere(passed_over):
                 return  # its action ends with a retrigger of this traversal
