@@ -12,6 +12,8 @@ from alembic import command
 from converge.adapters.sql import store as store_module
 from converge.adapters.sql.store import SqlStore
 from converge.errors import StateError
+from converge.records import NewResource
+from support.store_rows import named, stack_with_rows
 
 
 def test_an_up_to_date_database_is_opened_without_migrating(
@@ -111,3 +113,43 @@ def test_tables_of_something_else_are_refused(database_url: str) -> None:
             SqlStore(engine)._bring_schema_up_to_date(read_only=True)
     finally:
         engine.dispose()
+
+
+async def test_the_upgrade_that_stops_id_reuse_keeps_every_row(tmp_path: object) -> None:
+    """0011 recreates SQLite's resource and template tables (AUTOINCREMENT): rows, ids and
+    indexes survive it, and from then on a deleted row's id is not given again."""
+    url = f"sqlite:///{tmp_path}/old.db"
+    store = SqlStore.open(url)
+    _, rows = await stack_with_rows(store, named(3))
+    await store.close()
+    engine = store_module._create_engine(url)
+    try:
+        config = store_module._alembic_config()
+        with engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.downgrade(config, "0010_sync_part")
+        assert "AUTOINCREMENT" not in _table_sql(engine, "resource")
+    finally:
+        engine.dispose()
+    store = SqlStore.open(url)  # brought up to date
+    try:
+        assert "AUTOINCREMENT" in _table_sql(store._engine, "resource")
+        assert "AUTOINCREMENT" in _table_sql(store._engine, "raw_template")
+        assert "ix_resource_stack" in {
+            i["name"] for i in sa.inspect(store._engine).get_indexes("resource")
+        }
+        assert await store.list_resources(rows[0].stack_id) == rows
+        await store.delete_resources([rows[-1].id])
+        made = await store.add_replacement(rows[0], NewResource("r0", "T", replaces=rows[0].id), {})
+        assert made is not None and made[1].id > rows[-1].id
+    finally:
+        await store.close()
+
+
+def _table_sql(engine: sa.Engine, table: str) -> str:
+    with engine.connect() as connection:
+        return str(
+            connection.execute(
+                sa.text("SELECT sql FROM sqlite_master WHERE name = :table"), {"table": table}
+            ).scalar_one()
+        )

@@ -12,6 +12,7 @@ from converge.core.states import Action, Status
 from converge.core.traversal import STACK_NODE, GraphNode
 from converge.errors import Conflict, NotFound
 from converge.records import NewEvent, NewResource, NewTemplate, ResourceRecord, ServiceRecord
+from support.store_rows import named, stack_with_rows
 
 
 async def new_stack(store: SqlStore, name: str = "s") -> str:
@@ -549,3 +550,20 @@ async def test_the_latest_event_id_moves_with_every_event(store: SqlStore) -> No
     after = await store.latest_event_id()
     assert after > before
     assert [e.id for e in await store.list_events(stack_id)][-1] == after
+
+
+async def test_a_deleted_rows_id_never_names_a_new_row(store: SqlStore) -> None:
+    """A traversal's graph names rows by id, and templates are cached by id: SQLite gave a
+    new row the id of the newest row deleted, and a graph took a new replacement for the
+    dropped row it had deleted."""
+    _, rows = await stack_with_rows(store, named(2))
+    newest = rows[-1]
+    await store.delete_resources([newest.id])
+    made = await store.add_replacement(rows[0], NewResource("r0", "T", replaces=rows[0].id), {})
+    assert made is not None
+    assert made[1].id > newest.id
+    other = await new_stack(store, "other")
+    template_id = await store.add_template(other, {}, {}, {}, {})
+    await store.mark_stack_deleted(other)  # its templates go with it
+    third = await new_stack(store, "third")
+    assert await store.add_template(third, {}, {}, {}, {}) > template_id

@@ -29,6 +29,7 @@ raw_template = Table(
     Column("files", JSON, nullable=False),
     Column("parameters", JSON, nullable=False),
     Column("created_at", Float, nullable=False),
+    sqlite_autoincrement=True,  # a cached template's id never names another (0011)
 )
 
 stack = Table(
@@ -100,6 +101,8 @@ resource = Table(
     # 0009: the machine the real thing lives on, for types bound to their host
     Column("host", String(255), nullable=True),
     Index("ix_resource_stack", "stack_id"),
+    # A graph names rows by id: a deleted row's id must never name a new one (0011).
+    sqlite_autoincrement=True,
 )
 
 # A sync point is the set of reports its node has received in a traversal; the primary key

@@ -16,5 +16,6 @@ SCHEMA_REVISIONS = (
     "0008_leases",
     "0009_resource_host",
     "0010_sync_part",
+    "0011_ids_never_reused",
 )
 SCHEMA_HEAD = SCHEMA_REVISIONS[-1]
