@@ -1,0 +1,104 @@
+"""Updates started together, with random delays in the store's calls and the plugin's actions
+to shuffle how their checks interleave: whichever way they do, the newest update wins, each
+resource is one real thing, and every real thing has its row (nothing leaked, nothing lost).
+
+Three leaks were found this way and each has a test of its own that stages it exactly
+(``test_result_being_stored.py``, ``test_concurrent_applies.py``, the store's id contract
+test). The seeds here are a net for the next one, not a proof that there is none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import random
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from converge.api import Converge
+from converge.errors import Superseded
+from converge.views import StackView
+from support.world import Reality, WorldThing
+
+CHAIN = """
+heat_template_version: 2021-04-16
+parameters:
+  v: {type: string, default: one}
+  f: {type: string, default: x}
+resources:
+  a: {type: Test::Thing, properties: {value: {get_param: v}, fixed: {get_param: f}}}
+  b: {type: Test::Thing, properties: {value: {list_join: [':', [{get_attr: [a, value]}, {get_param: v}]]}}}
+  c: {type: Test::Thing, properties: {value: {get_attr: [b, value]}, fixed: {get_param: f}}}
+"""
+
+# What a check does with the store: each call may wait a little before and after.
+STORE_CALLS = (
+    "load_for_check",
+    "get_stack",
+    "get_resource",
+    "update_resource",
+    "add_replacement",
+    "add_events",
+    "finish_node",
+    "count_reports",
+    "start_traversal",
+)
+ROUNDS = 20
+
+
+def _delayed(call: Callable[..., Awaitable[Any]], rng: random.Random) -> Any:
+    @functools.wraps(call)
+    async def delayed(*args: Any, **kwargs: Any) -> Any:
+        if rng.random() < 0.5:
+            await asyncio.sleep(rng.random() * 0.003)
+        result = await call(*args, **kwargs)
+        if rng.random() < 0.5:
+            await asyncio.sleep(rng.random() * 0.003)
+        return result
+
+    return delayed
+
+
+async def _update(cv: Converge, parameters: dict[str, str]) -> StackView | Superseded:
+    try:
+        return await cv.update_stack("r", CHAIN, parameters=parameters)
+    except Superseded as exc:
+        return exc
+
+
+@pytest.mark.parametrize("seed", range(1, 7))
+async def test_updates_started_together_leave_one_thing_per_resource_whatever_the_order(
+    cv: Converge, reality: Reality, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    rng = random.Random(seed)
+    store = cv.engine.ctx.store
+    for name in STORE_CALLS:
+        monkeypatch.setattr(store, name, _delayed(getattr(store, name), rng))
+    for action in ("create", "update", "delete"):
+        monkeypatch.setattr(WorldThing, action, _delayed(getattr(WorldThing, action), rng))
+    await cv.create_stack("r", CHAIN)
+    fixed = "x"
+    for round_ in range(ROUNDS):
+        updates = []
+        for k in range(rng.choice([2, 2, 3])):
+            if rng.random() < 0.5:
+                fixed = f"f{round_}-{k}"  # a and c are replaced
+            parameters = {"v": f"v{round_}-{k}", "f": fixed}
+            updates.append(asyncio.create_task(_update(cv, parameters)))
+            await asyncio.sleep(rng.random() * 0.01)
+        await asyncio.gather(*updates)
+        stack = await cv.get_stack("r")
+        assert stack.stack_status == "UPDATE_COMPLETE", (round_, stack.stack_status_reason)
+        winner = stack.parameters["v"]
+        for name, value in (
+            ("a", winner),
+            ("b", f"{winner}:{winner}"),
+            ("c", f"{winner}:{winner}"),
+        ):
+            things = [p["value"] for p in reality.by_name(name).values()]
+            assert things == [value], (round_, name)
+        rows = await store.list_resources(stack.id)
+        assert sorted(r.name for r in rows) == ["a", "b", "c"], round_
+        assert {r.physical_resource_id for r in rows} == set(reality.things), round_
