@@ -24,6 +24,7 @@ from converge.core.states import Action
 from converge.core.traversal import GraphNode, TraversalGraph
 from converge.messages import ChangeKind
 from converge.records import NewResource, ServiceRecord
+from support.store_rows import named, stack_with_rows
 
 PROCESSES = 4
 REPORTERS = 12
@@ -357,3 +358,41 @@ async def test_racing_takers_get_a_lease_exactly_once(stores: list[SqlStore]) ->
         assert won.count(True) in range(1, 4), f"round {round_}: {won}"
         holders = {f"e{p}" for p in range(PROCESSES) if any(won[p * 3 : p * 3 + 3])}
         assert len(holders) == 1, f"round {round_}: held by {holders}"
+
+
+async def test_a_finish_sees_the_traversal_started_while_it_ran(
+    stores: list[SqlStore], database_url: str
+) -> None:
+    """A newer traversal's check that finds a row still claimed leaves it to the claim's
+    finish to hand the row on, so that finish must see the newer traversal. On PostgreSQL
+    its statement read the stack in the snapshot it began with: a traversal committed just
+    after was not seen, and its check of the row was left for the sweeper."""
+    finishing_store, starting_store = stores[0], stores[1]
+    stack_id, (row,) = await stack_with_rows(finishing_store, named(1), traversal="t1")
+    engine = starting_store._engine
+    with engine.connect() as starting:  # a traversal being started: not yet committed
+        if engine.dialect.name == "postgresql":
+            starting.execute(
+                sa.text("SELECT atomic_key FROM stack WHERE id = :id FOR UPDATE"), {"id": stack_id}
+            )
+        starting.execute(
+            sa.text("UPDATE stack SET current_traversal = 't2' WHERE id = :id"), {"id": stack_id}
+        )
+        finishing = asyncio.create_task(
+            finishing_store.finish_node(
+                stack_id,
+                "t1",
+                GraphNode(row.id, True),
+                resource_id=row.id,
+                expected_key=row.atomic_key,
+                changes={"status_reason": "done"},
+                events=[],
+                reports={},
+                expected_counts={},
+            )
+        )
+        await asyncio.sleep(0.3)
+        assert not finishing.done(), "the finish did not wait for the start"
+        starting.commit()
+    finished = await asyncio.wait_for(finishing, 10)
+    assert finished.stored and finished.current_traversal == "t2"

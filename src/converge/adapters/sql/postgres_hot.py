@@ -382,11 +382,22 @@ def _finish_mode(has_row: bool, delete: bool, has_kept: bool, has_values: bool) 
     return "cas" if has_values else "none"
 
 
+# The stack's current traversal as a finish reads it: locked, not from the statement's
+# snapshot. A newer traversal's check that finds the row still claimed leaves it to this
+# finish to hand the row on; the finish must then see that traversal, or neither side acts
+# (a lost trigger: two workers of concurrent updates left a node for the sweeper). A
+# traversal starts with the stack locked FOR UPDATE, so this read waits for it to commit
+# and reads it (READ COMMITTED follows the row to its newest version); or it came first,
+# and the start waits for this statement's commit, after which the newer checks find the
+# row released. KEY SHARE: finishes do not wait for each other.
+_CURRENT = "(SELECT current_traversal FROM stack WHERE id = %(stack_id)s FOR KEY SHARE)"
+
+
 def _finish_statement(mode: str, names: Sequence[str], loads_next: bool = False) -> str:
     """The finish as one statement: every write depends on ``ok`` (the row's
     compare-and-swap won, or there was no row to write), like a rolled-back transaction.
     ``loads_next``: the final SELECT also reads the stack and the row ``next_id``."""
-    current = "(SELECT current_traversal FROM stack WHERE id = %(stack_id)s)"
+    current = _CURRENT
     writes = {
         "none": "",
         "cas": f"w AS (UPDATE resource SET {_assignments(names)} WHERE {_ROW_KEY} RETURNING 1), ",

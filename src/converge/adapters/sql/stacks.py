@@ -51,8 +51,13 @@ _FIND_LIVE_STACK = _FIND_STACK.where(t.stack.c.deleted_marker == "")
 _NEXT_RESOURCE_IDS = sa.text(
     "SELECT nextval(pg_get_serial_sequence('resource', 'id')) FROM generate_series(1, :count)"
 )
-_SELECT_CURRENT_TRAVERSAL = sa.select(t.stack.c.current_traversal).where(
-    t.stack.c.id == sa.bindparam("stack_id")
+# Read by a finish, as its last word on whether the traversal it worked for is still the
+# stack's: locked (FOR KEY SHARE on PostgreSQL) so that it waits for a traversal being
+# started (which locks the stack FOR UPDATE) and sees it. See ``postgres_hot._CURRENT``.
+_SELECT_CURRENT_TRAVERSAL = (
+    sa.select(t.stack.c.current_traversal)
+    .where(t.stack.c.id == sa.bindparam("stack_id"))
+    .with_for_update(read=True, key_share=True)
 )
 
 
@@ -290,8 +295,10 @@ class StacksMixin(TemplatesMixin, ResourcesMixin):
         events: Sequence[NewEvent],
     ) -> StackRecord | None:
         with self._tx() as conn:
+            # Locked until the new traversal is committed: a finish of an older one waits
+            # and sees it (``_SELECT_CURRENT_TRAVERSAL``).
             current = conn.execute(
-                sa.select(t.stack.c.atomic_key).where(t.stack.c.id == stack_id)
+                sa.select(t.stack.c.atomic_key).where(t.stack.c.id == stack_id).with_for_update()
             ).scalar_one_or_none()
             if current != expected_key:
                 return None
