@@ -4,6 +4,7 @@ older one's caller is told it was superseded instead of being told it succeeded.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -11,6 +12,7 @@ from converge.api import Converge
 from converge.core.states import Action
 from converge.core.traversal import GraphNode
 from converge.errors import Conflict, Superseded
+from converge.messages import CheckResource
 from converge.views import StackView
 from support.world import IN_MEMORY_REALITY, Reality, eventually
 
@@ -291,3 +293,86 @@ async def _update_with_a(cv: Converge, parameters: dict[str, str]) -> StackView 
 
 async def _created(reality: Reality, name: str, count: int) -> bool:
     return len(reality.actions("create", name)) >= count
+
+
+async def test_a_newer_update_waiting_on_a_replacement_of_its_row_is_handed_the_row(
+    cv: Converge, reality: Reality, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The middle of three updates converges a's original row but ends on a replacement of
+    a replacement (the oldest update made the first, R1, after the middle one's graph was
+    built; the middle one replaces R1 with R2). The newest update's graph knows R1 as a's
+    row; its check finds R2 busy and leaves a to the middle update's finish. That finish
+    handed on only its node's row and R2, not R1: the newest update waited for the sweeper."""
+    await cv.create_stack("r", GATED_A)
+    store = cv.engine.ctx.store
+    stack_id = (await cv.get_stack("r")).id
+    (original,) = [row for row in await store.list_resources(stack_id) if row.name == "a"]
+    add_replacement, load_for_check = store.add_replacement, store.load_for_check
+    oldest_replaces, middle_replaces = asyncio.Event(), asyncio.Event()
+    middle_checks_a, newest_checks_r1 = asyncio.Event(), asyncio.Event()
+    made: list[int] = []  # R1, R2
+    loads_of_a: list[str] = []
+
+    async def held_replacement(old, new, old_changes):  # type: ignore[no-untyped-def]
+        if old.name == "a" and len(made) == 0:
+            await oldest_replaces.wait()  # until the middle update's graph is built
+        elif old.name == "a" and len(made) == 1:
+            await middle_replaces.wait()  # until the newest update's graph is built
+        result = await add_replacement(old, new, old_changes)
+        if result is not None and old.name == "a":
+            made.append(result[1].id)
+        return result
+
+    async def held_load(stack_id, node, traversal_id, **kwargs):  # type: ignore[no-untyped-def]
+        if node == GraphNode(original.id, True):
+            loads_of_a.append(traversal_id)
+            if len(set(loads_of_a)) > 1:  # the middle update's check of a
+                await middle_checks_a.wait()
+        elif made and node == GraphNode(made[0], True):  # only the newest graph knows R1
+            await newest_checks_r1.wait()
+        return await load_for_check(stack_id, node, traversal_id, **kwargs)
+
+    monkeypatch.setattr(store, "add_replacement", held_replacement)
+    monkeypatch.setattr(store, "load_for_check", held_load)
+    check, r1_checked = cv.engine.worker.check, asyncio.Event()
+
+    async def recorded(message: CheckResource, inputs: Any = None) -> None:
+        await check(message, inputs)
+        if made and (message.resource_id, message.is_update) == (made[0], True):
+            r1_checked.set()
+
+    monkeypatch.setattr(cv.engine.worker, "check", recorded)
+
+    def update(v: str, g: str = "") -> asyncio.Task[StackView | Superseded]:
+        return asyncio.create_task(_update_with_a(cv, {"v": v, "f": f"f-{v}", "g": g}))
+
+    oldest = update("first")
+    await eventually(lambda: _loaded(loads_of_a, 1))
+    middle = update("mid", g="mid-gate")
+    await eventually(lambda: _parameter_is(cv, "r", "v", "mid"))
+    oldest_replaces.set()  # R1, made and created by the oldest update
+    await eventually(lambda: _created(reality, "a", 2))
+    middle_checks_a.set()  # it replaces R1: held before R2 is made
+    await eventually(lambda: _made(made, 1))
+    newest = update("second")
+    await eventually(lambda: _parameter_is(cv, "r", "v", "second"))
+    middle_replaces.set()  # R2, created by the middle update: it waits at its gate
+    await eventually(lambda: _has_gate(reality, "mid-gate"))
+    newest_checks_r1.set()  # finds R2 busy: the middle update's finish hands a on
+    await asyncio.wait_for(r1_checked.wait(), 10)
+    reality.gates["mid-gate"].set()
+    assert isinstance(await oldest, Superseded)
+    assert isinstance(await middle, Superseded)
+    stack = await newest
+    assert isinstance(stack, StackView) and stack.stack_status == "UPDATE_COMPLETE"
+    assert cv.engine.sweeper_rescues == 0, "the newest update's check of a waited for the sweeper"
+    for name, value in (("a", "second"), ("b", "second:second"), ("c", "second:second")):
+        assert [p["value"] for p in reality.by_name(name).values()] == [value], name
+
+
+async def _loaded(loads: list[str], count: int) -> bool:
+    return len(loads) >= count
+
+
+async def _made(made: list[int], count: int) -> bool:
+    return len(made) >= count

@@ -17,6 +17,10 @@ from converge.errors import NotFound
 from converge.records import NewEvent, ResourceRecord, StackRecord
 from converge.resources.base import ResourcePlugin
 
+# How far back a hand-over follows a replacement chain (rows replaced during one traversal
+# by the traversals it superseded: a few at most).
+_CHAIN_LIMIT = 16
+
 
 class StepsMixin(PluginCallsMixin):
     """The steps shared by the update and the cleanup phase."""
@@ -164,7 +168,7 @@ class StepsMixin(PluginCallsMixin):
         if not stored:
             return False
         if current != traversal:
-            ids = {node.resource_id} | ({row.id} if row is not None else set())
+            ids = {node.resource_id} | await self._replacement_chain(row, node.resource_id)
             await self.retrigger(stack.id, current, ids)
             return True
         if STACK_NODE in ready:
@@ -182,6 +186,18 @@ class StepsMixin(PluginCallsMixin):
             "reference_id": _jsonable_value(self.ctx.reference_id(row)),
             "attributes": dict(row.attr_data),
         }
+
+    async def _replacement_chain(self, row: ResourceRecord | None, until: int | None) -> set[int]:
+        """``row`` and the rows it replaced, back to ``until`` (a node's own row): a newer
+        traversal's graph may know any of them as the resource's row, and its check of
+        that row may have found this one busy and left it to this action to hand on."""
+        chain: set[int] = set()
+        while row is not None and row.id not in chain and len(chain) < _CHAIN_LIMIT:
+            chain.add(row.id)
+            if row.id == until or row.replaces is None:
+                break
+            row = await self.ctx.store.get_resource(row.replaces)
+        return chain
 
     async def retrigger(self, stack_id: str, traversal_id: str, resource_ids: set[int]) -> None:
         """After finishing work for a superseded traversal, hand it to the current one."""
@@ -237,7 +253,8 @@ class StepsMixin(PluginCallsMixin):
         )
         current = await self.ctx.store.get_stack(stack.id)
         if current.current_traversal not in ("", stack.current_traversal):
-            await self.retrigger(stack.id, current.current_traversal, {row.id})
+            chain = await self._replacement_chain(row, None)
+            await self.retrigger(stack.id, current.current_traversal, chain)
 
     async def _without_hidden_values(
         self, stack: StackRecord, row: ResourceRecord, reason: str
