@@ -164,6 +164,9 @@ class NestedStackService:
             action,
             converge=rctx.converge,
             traversal_id=traversal_id,
+            # The owner's newer traversal may want back a nested stack an older one was
+            # deleting: the owner's graph decides, as for any of its resources.
+            supersedes_delete=True,
         )
         log.info(
             "nested stack started",

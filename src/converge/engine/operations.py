@@ -93,20 +93,33 @@ class StackOperations:
         converge_names: Sequence[str] | None = None,
         events: Sequence[NewEvent] = (),
         traversal_id: str | None = None,
+        supersedes_delete: bool = False,
     ) -> StackRecord:
-        """Start a traversal converging the stack to ``template_id``; supersedes any other.
+        """Start a traversal converging the stack to ``template_id``; supersedes any other,
+        but a delete only when ``supersedes_delete`` (a nested stack, whose owner decides).
 
         ``converge``: workers compare with observed reality (Heat's ``converge: true``);
         ``converge_names`` limits that to these resources (a heal). Both are stored on the
         stack, so a worker in any process knows the traversal's mode. ``traversal_id``: the
         new traversal's id when the caller derives it (a nested stack's, from its owner's
         traversal); when the stack already has that traversal, nothing is started again.
+
+        Whether a delete runs is decided on the stack as read for the start, which is a
+        compare-and-swap on it: a delete that began after the caller's own check (an update
+        checks first) is seen here, and a deleted stack is never converged again (its
+        resources would be made for a stack nobody can see).
         """
         requirements = {name: sorted(res.requires) for name, res in definition.resources.items()}
         for _attempt in range(_MAX_START_ATTEMPTS):
             stack = await self.ctx.store.get_stack(stack_id)
             if traversal_id is not None and stack.current_traversal == traversal_id:
                 return stack  # started by a concurrent repeat of the same request
+            if stack.deleted:
+                if action == Action.DELETE:
+                    return stack  # nothing is left to delete
+                raise Conflict(f"stack {stack.name} was deleted: its {action} cannot start")
+            if stack.action == Action.DELETE and action != Action.DELETE and not supersedes_delete:
+                raise Conflict(f"stack {stack.name} is {stack.state}: its {action} cannot start")
             # The graph of a traversal this one supersedes: did its update phase finish?
             # (A CHECK's graph converges nothing: the stack stays at its template.)
             running = (
