@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from converge.api import Converge
-from converge.errors import Superseded
+from converge.errors import ConvergeError, NotFound, Superseded
 from converge.resources.builtin.world import SETTING, TestWorld
 from converge.views import StackView
 from support.world import Reality, WorldThing
@@ -167,3 +167,83 @@ async def _update_world(
 async def _last_events(cv: Converge, name: str) -> list[tuple[str, str, str]]:
     events = (await cv.list_events(name))[-30:]
     return [(e.resource_name, e.resource_status, e.resource_status_reason) for e in events]
+
+
+FAILING = """
+heat_template_version: 2021-04-16
+parameters:
+  v: {type: string, default: one}
+  f: {type: string, default: x}
+  fail_b: {type: boolean, default: false}
+resources:
+  a: {type: Test::Thing, properties: {value: {get_param: v}, fixed: {get_param: f}}}
+  b: {type: Test::Thing, properties: {value: {get_attr: [a, value]}, fail: {get_param: fail_b}}}
+  c: {type: Test::Thing, properties: {value: {get_attr: [b, value]}, fixed: {get_param: f}}}
+"""
+
+
+def _operation(cv: Converge, rng: random.Random, label: str) -> Awaitable[Any]:
+    """One of every kind of operation on stack r, as a user might start it."""
+    kind = rng.choices(["update", "delete", "cancel", "check", "create"], [10, 2, 2, 2, 1])[0]
+    if kind == "update":
+        parameters = {"v": label, "f": rng.choice(["x", "y", label]), "fail_b": rng.random() < 0.1}
+        rollback = rng.random() < 0.5
+        return cv.update_stack("r", FAILING, parameters=parameters, disable_rollback=not rollback)
+    if kind == "delete":
+        return cv.delete_stack("r")
+    if kind == "cancel":
+        return cv.cancel_update("r")
+    if kind == "check":
+        return cv.check_stack("r")
+    return cv.create_stack("r", FAILING, parameters={"v": label})
+
+
+async def _outcome(operation: Awaitable[Any]) -> Any:
+    try:
+        return await operation
+    except ConvergeError as exc:  # refused, superseded, failed: all are outcomes here
+        return exc
+
+
+@pytest.mark.parametrize("seed", range(1, 5))
+async def test_operations_of_every_kind_started_together_leak_and_lose_nothing(
+    cv: Converge, reality: Reality, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """Updates (some failing, some rolling back), deletes, cancels, checks and creates of
+    one stack, two or three at a time: once all have settled, every real thing has its row
+    and every row with a physical id has its real thing."""
+    rng = random.Random(seed)
+    store = cv.engine.ctx.store
+    for name in STORE_CALLS:
+        monkeypatch.setattr(store, name, _delayed(getattr(store, name), rng))
+    for action in ("create", "update", "delete"):
+        monkeypatch.setattr(WorldThing, action, _delayed(getattr(WorldThing, action), rng))
+    await cv.create_stack("r", FAILING)
+    for round_ in range(ROUNDS):
+        started = []
+        for k in range(rng.choice([2, 2, 3])):
+            started.append(asyncio.create_task(_outcome(_operation(cv, rng, f"v{round_}-{k}"))))
+            await asyncio.sleep(rng.random() * 0.01)
+        outcomes = await asyncio.gather(*started)
+        rows = await _settled_rows(cv)
+        known = {row.physical_resource_id for row in rows if row.physical_resource_id}
+        assert set(reality.things) == known, (round_, outcomes)
+        if not rows:  # deleted: the next round has a stack to work on
+            await _outcome(cv.create_stack("r", FAILING))
+
+
+async def _settled_rows(cv: Converge) -> list[Any]:
+    """The stack's rows once it and every action on its rows settled (none if deleted)."""
+    deadline = asyncio.get_running_loop().time() + 20
+    while True:
+        try:
+            stack = await cv.get_stack("r")
+        except NotFound:
+            return []
+        rows = await cv.engine.ctx.store.list_resources(stack.id)
+        if not stack.stack_status.endswith("IN_PROGRESS") and all(
+            row.engine_id is None for row in rows
+        ):
+            return rows
+        assert asyncio.get_running_loop().time() < deadline, stack.stack_status
+        await asyncio.sleep(0.02)
