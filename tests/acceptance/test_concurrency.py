@@ -5,17 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from converge.api import Converge
+from support.templates import PAIR
 from support.world import Reality, eventually, paused_at
-
-PAIR = """
-heat_template_version: 2021-04-16
-parameters:
-  v: {type: string, default: one}
-  f: {type: string, default: x}
-resources:
-  a: {type: Test::Thing, properties: {value: {get_param: v}, fixed: {get_param: f}}}
-  b: {type: Test::Thing, properties: {value: {list_join: [':', [{get_attr: [a, value]}, {get_param: v}]]}}}
-"""
 
 
 def hooks(resource: str, hook: str) -> str:

@@ -14,18 +14,8 @@ from converge.core.traversal import GraphNode
 from converge.errors import Conflict, Superseded
 from converge.messages import CheckResource
 from converge.views import StackView
+from support.templates import CHAIN
 from support.world import IN_MEMORY_REALITY, Reality, eventually
-
-CHAIN = """
-heat_template_version: 2021-04-16
-parameters:
-  v: {type: string, default: one}
-  f: {type: string, default: x}
-resources:
-  a: {type: Test::Thing, properties: {value: {get_param: v}, fixed: {get_param: f}}}
-  b: {type: Test::Thing, properties: {value: {list_join: [':', [{get_attr: [a, value]}, {get_param: v}]]}}}
-  c: {type: Test::Thing, properties: {value: {get_attr: [b, value]}, fixed: {get_param: f}}}
-"""
 
 ROUNDS = 20
 

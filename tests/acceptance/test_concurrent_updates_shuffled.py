@@ -18,22 +18,13 @@ from typing import Any
 
 import pytest
 
+from converge.adapters.sql.store import SqlStore
 from converge.api import Converge
 from converge.errors import ConvergeError, NotFound, Superseded
 from converge.resources.builtin.world import SETTING, TestWorld
 from converge.views import StackView
+from support.templates import CHAIN
 from support.world import Reality, WorldThing
-
-CHAIN = """
-heat_template_version: 2021-04-16
-parameters:
-  v: {type: string, default: one}
-  f: {type: string, default: x}
-resources:
-  a: {type: Test::Thing, properties: {value: {get_param: v}, fixed: {get_param: f}}}
-  b: {type: Test::Thing, properties: {value: {list_join: [':', [{get_attr: [a, value]}, {get_param: v}]]}}}
-  c: {type: Test::Thing, properties: {value: {get_attr: [b, value]}, fixed: {get_param: f}}}
-"""
 
 # What a check does with the store: each call may wait a little before and after.
 STORE_CALLS = (
@@ -63,6 +54,16 @@ def _delayed(call: Callable[..., Awaitable[Any]], rng: random.Random) -> Any:
     return delayed
 
 
+def _shuffled(cv: Converge, monkeypatch: pytest.MonkeyPatch, rng: random.Random) -> SqlStore:
+    """Random delays in the store's calls and the test plugin's actions; the store."""
+    store = cv.engine.ctx.store
+    for name in STORE_CALLS:
+        monkeypatch.setattr(store, name, _delayed(getattr(store, name), rng))
+    for action in ("create", "update", "delete"):
+        monkeypatch.setattr(WorldThing, action, _delayed(getattr(WorldThing, action), rng))
+    return store
+
+
 async def _update(cv: Converge, parameters: dict[str, str]) -> StackView | Superseded:
     try:
         return await cv.update_stack("r", CHAIN, parameters=parameters)
@@ -75,11 +76,7 @@ async def test_updates_started_together_leave_one_thing_per_resource_whatever_th
     cv: Converge, reality: Reality, monkeypatch: pytest.MonkeyPatch, seed: int
 ) -> None:
     rng = random.Random(seed)
-    store = cv.engine.ctx.store
-    for name in STORE_CALLS:
-        monkeypatch.setattr(store, name, _delayed(getattr(store, name), rng))
-    for action in ("create", "update", "delete"):
-        monkeypatch.setattr(WorldThing, action, _delayed(getattr(WorldThing, action), rng))
+    store = _shuffled(cv, monkeypatch, rng)
     await cv.create_stack("r", CHAIN)
     fixed = "x"
     for round_ in range(ROUNDS):
@@ -213,11 +210,7 @@ async def test_operations_of_every_kind_started_together_leak_and_lose_nothing(
     one stack, two or three at a time: once all have settled, every real thing has its row
     and every row with a physical id has its real thing."""
     rng = random.Random(seed)
-    store = cv.engine.ctx.store
-    for name in STORE_CALLS:
-        monkeypatch.setattr(store, name, _delayed(getattr(store, name), rng))
-    for action in ("create", "update", "delete"):
-        monkeypatch.setattr(WorldThing, action, _delayed(getattr(WorldThing, action), rng))
+    _shuffled(cv, monkeypatch, rng)
     await cv.create_stack("r", FAILING)
     for round_ in range(ROUNDS):
         started = []

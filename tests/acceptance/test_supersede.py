@@ -12,17 +12,8 @@ from typing import Any
 import pytest
 
 from converge.api import Converge
+from support.templates import PAIR
 from support.world import Reality, eventually, paused_at
-
-PAIR = """
-heat_template_version: 2021-04-16
-parameters:
-  v: {type: string, default: one}
-  f: {type: string, default: x}
-resources:
-  a: {type: Test::Thing, properties: {value: {get_param: v}, fixed: {get_param: f}}}
-  b: {type: Test::Thing, properties: {value: {list_join: [':', [{get_attr: [a, value]}, {get_param: v}]]}}}
-"""
 
 
 def hooks(resource: str, hook: str) -> str:
