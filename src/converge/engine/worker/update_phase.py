@@ -241,6 +241,7 @@ class UpdatePhaseMixin(StepsMixin, ObservingMixin, ReplacementsMixin):
                         claimed.atomic_key,
                         {"engine_id": None, "action": target.action, "status": target.status},
                     )
+                    self._done(acting)  # released: the mark goes with the claim
                     if released is None:
                         return
                     decision = Decision(Change.REPLACE, str(replace))
