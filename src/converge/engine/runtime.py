@@ -34,6 +34,8 @@ from converge.resources.registry import PluginRegistry, default_registry
 log = logging.getLogger("converge.engine.runtime")
 # The longest pause before a check cut short by the database is tried again.
 _RETRY_LONGEST = 30.0
+# How many of the nodes a sweep re-sends its warning names.
+_LOGGED_NODES = 5
 
 # What a process may do: *engine* sweeps (re-sends lost work, times out operations) and
 # takes over what dead processes held; *worker* consumes the work queue and runs checks;
@@ -414,6 +416,8 @@ class Engine:
                 "stack": stack.name,
                 "traversal": traversal,
                 "nodes": len(lost),
+                # Which ones, a few: a lost trigger is found from the nodes it left.
+                "first_nodes": [str(node) for node in lost[:_LOGGED_NODES]],
                 "reported": len(done),
                 "why": "a worker is gone"
                 if self._progress.suspected(traversal)
