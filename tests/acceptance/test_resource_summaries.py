@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from converge.api import Converge
+from support.world import eventually
 
 TEMPLATE = """
 heat_template_version: 2021-04-16
@@ -31,6 +32,9 @@ async def test_summaries_show_what_the_full_views_show(cv: Converge) -> None:
     await cv.update_stack(
         "listed", TEMPLATE, environments=[ENVIRONMENT], parameters={"text": "two"}, wait=True
     )
+    # The failed update is settled, but an action it started may still be storing its
+    # result (the old second's delete): both views are read once every row has settled.
+    await eventually(lambda: _rows_settled(cv, "listed"))
     full = await cv.list_resources("listed")
     summaries = await cv.list_resource_summaries("listed")
     assert [s.id for s in summaries] == [f.id for f in full]
@@ -43,3 +47,9 @@ async def test_summaries_show_what_the_full_views_show(cv: Converge) -> None:
     assert set(by_name["first"].required_by) == {"failing", "second"}
     assert by_name["failing"].resource_status.endswith("FAILED")
     assert by_name["failing"].resource_status_reason
+
+
+async def _rows_settled(cv: Converge, stack: str) -> bool:
+    return not any(
+        r.resource_status.endswith("IN_PROGRESS") for r in await cv.list_resources(stack)
+    )

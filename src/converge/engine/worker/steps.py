@@ -168,8 +168,9 @@ class StepsMixin(PluginCallsMixin):
         if not stored:
             return False
         if current != traversal:
-            ids = {node.resource_id} | await self._replacement_chain(row, node.resource_id)
-            await self.retrigger(stack.id, current, ids)
+            if current:  # a newer traversal, not a failed one: hand the rows on to it
+                ids = {node.resource_id} | await self._replacement_chain(row, node.resource_id)
+                await self.retrigger(stack.id, current, ids)
             return True
         if STACK_NODE in ready:
             await self.operations.complete_traversal(stack.id, traversal)
