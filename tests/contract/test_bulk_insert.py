@@ -14,8 +14,8 @@ from converge.adapters.sql import tables as t
 from converge.adapters.sql.bulk import COPY_FROM, insert_rows
 from converge.adapters.sql.records import new_resource_row
 from converge.adapters.sql.store import SqlStore
-from converge.core.states import Action
 from converge.records import NewResource
+from support.store_rows import new_stack
 
 COUNT = COPY_FROM + 6
 
@@ -30,18 +30,7 @@ def store(database_url: str) -> Iterator[SqlStore]:
 
 
 def _stack(store: SqlStore, name: str) -> str:
-    async def create() -> str:
-        record = await store.create_stack(
-            name,
-            "p",
-            action=Action.CREATE,
-            disable_rollback=False,
-            timeout_mins=None,
-            drift_policy="notify",
-        )
-        return record.id
-
-    return asyncio.run(create())
+    return asyncio.run(new_stack(store, name))
 
 
 def _rows(stack_id: str) -> list[dict[str, Any]]:

@@ -12,19 +12,7 @@ from converge.core.states import Action, Status
 from converge.core.traversal import STACK_NODE, GraphNode
 from converge.errors import Conflict, NotFound
 from converge.records import NewEvent, NewResource, NewTemplate, ResourceRecord, ServiceRecord
-from support.store_rows import named, stack_with_rows
-
-
-async def new_stack(store: SqlStore, name: str = "s") -> str:
-    stack = await store.create_stack(
-        name,
-        "p",
-        action=Action.CREATE,
-        disable_rollback=False,
-        timeout_mins=None,
-        drift_policy="notify",
-    )
-    return stack.id
+from support.store_rows import named, new_stack, stack_with_rows
 
 
 async def test_stack_names_are_unique_among_live_stacks(store: SqlStore) -> None:

@@ -20,11 +20,10 @@ from sqlalchemy.engine import Connection
 from converge.adapters.sql.entities import EntityStore
 from converge.adapters.sql.store import SqlStore
 from converge.core.baseline import observation
-from converge.core.states import Action
 from converge.core.traversal import GraphNode, TraversalGraph
 from converge.messages import ChangeKind
 from converge.records import NewResource, ServiceRecord
-from support.store_rows import named, stack_with_rows
+from support.store_rows import named, new_stack, stack_with_rows
 
 PROCESSES = 4
 REPORTERS = 12
@@ -49,18 +48,6 @@ async def stores(
     finally:
         for store in opened:
             await store.close()
-
-
-async def new_stack(store: SqlStore, name: str = "s") -> str:
-    stack = await store.create_stack(
-        name,
-        "p",
-        action=Action.CREATE,
-        disable_rollback=False,
-        timeout_mins=None,
-        drift_policy="notify",
-    )
-    return stack.id
 
 
 async def test_racing_reporters_fire_a_sync_point_exactly_once(stores: list[SqlStore]) -> None:

@@ -1,4 +1,4 @@
-"""A stack with resource rows in a store, as the store contract tests start from."""
+"""Stacks, with resource rows or without, as the store contract tests start from."""
 
 from __future__ import annotations
 
@@ -7,6 +7,19 @@ from collections.abc import Sequence
 from converge.core.states import Action, Status
 from converge.ports import Store
 from converge.records import NewResource, ResourceRecord
+
+
+async def new_stack(store: Store, name: str = "s") -> str:
+    """A new stack named ``name`` in project p, with no template; its id."""
+    stack = await store.create_stack(
+        name,
+        "p",
+        action=Action.CREATE,
+        disable_rollback=False,
+        timeout_mins=None,
+        drift_policy="notify",
+    )
+    return stack.id
 
 
 async def stack_with_rows(
@@ -19,14 +32,7 @@ async def stack_with_rows(
 ) -> tuple[str, list[ResourceRecord]]:
     """A new stack with rows ``new``, pointed at ``traversal`` (and IN_PROGRESS when
     asked); its id and its rows in the order of their ids."""
-    stack = await store.create_stack(
-        name,
-        "p",
-        action=Action.CREATE,
-        disable_rollback=False,
-        timeout_mins=None,
-        drift_policy="notify",
-    )
+    stack = await store.get_stack(await new_stack(store, name))
     changes: dict[str, object] = {"current_traversal": traversal}
     if in_progress:
         changes["status"] = Status.IN_PROGRESS
