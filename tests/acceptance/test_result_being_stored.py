@@ -66,6 +66,14 @@ class StoringHeld:
             return await finish_node(stack_id, traversal, node, **kwargs)
 
         monkeypatch.setattr(store, "finish_node", held)
+        self._cv = cv
+
+    async def deliver_again(self, *, is_update: bool) -> None:
+        """Check the held row's node again, as a repeated delivery of its message would."""
+        assert self.row is not None
+        stack = await self._cv.engine.ctx.store.get_stack(self.row.stack_id)
+        again = CheckResource(stack.id, stack.current_traversal, self.row.id, is_update)
+        await asyncio.wait_for(self._cv.engine.worker.check(again), 10)
 
 
 def _checks_done(cv: Converge, monkeypatch: pytest.MonkeyPatch) -> list[CheckResource]:
@@ -86,10 +94,7 @@ async def test_a_check_delivered_again_while_the_create_is_stored_creates_once(
     held = StoringHeld(cv, monkeypatch, lambda row: row.name == "a")
     create = asyncio.create_task(cv.create_stack("s", ONE))
     await asyncio.wait_for(held.storing.wait(), 10)
-    assert held.row is not None
-    stack = await cv.engine.ctx.store.get_stack(held.row.stack_id)
-    again = CheckResource(stack.id, stack.current_traversal, held.row.id, True)
-    await asyncio.wait_for(cv.engine.worker.check(again), 10)  # a repeated delivery
+    await held.deliver_again(is_update=True)
     held.release.set()
     view = await asyncio.wait_for(create, 10)
     assert view.stack_status == "CREATE_COMPLETE", view.stack_status_reason
@@ -112,10 +117,7 @@ async def test_a_delete_delivered_again_while_it_is_stored_deletes_once(
     held = StoringHeld(cv, monkeypatch, lambda row: row.name == "a", delete=True)
     destroy = asyncio.create_task(cv.delete_stack("s"))
     await asyncio.wait_for(held.storing.wait(), 10)
-    assert held.row is not None
-    stack = await cv.engine.ctx.store.get_stack(held.row.stack_id)
-    again = CheckResource(stack.id, stack.current_traversal, held.row.id, False)
-    await asyncio.wait_for(cv.engine.worker.check(again), 10)  # a repeated delivery
+    await held.deliver_again(is_update=False)
     held.release.set()
     await asyncio.wait_for(destroy, 10)
     assert deletes == ["a-1"]
