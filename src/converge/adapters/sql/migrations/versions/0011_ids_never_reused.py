@@ -22,21 +22,20 @@ TABLES = ("raw_template", "resource")
 
 
 def upgrade() -> None:
-    if op.get_bind().dialect.name != "sqlite":
-        return
-    for table in TABLES:
-        # Recreated with the rows copied, ids included: the next id is past the largest.
-        with op.batch_alter_table(
-            table, recreate="always", table_kwargs={"sqlite_autoincrement": True}
-        ):
-            pass
+    _recreate(autoincrement=True)
 
 
 def downgrade() -> None:
+    _recreate(autoincrement=False)
+
+
+def _recreate(*, autoincrement: bool) -> None:
+    """Recreate the tables with the rows copied, ids included (with AUTOINCREMENT, the
+    next id is past the largest)."""
     if op.get_bind().dialect.name != "sqlite":
         return
     for table in TABLES:
         with op.batch_alter_table(
-            table, recreate="always", table_kwargs={"sqlite_autoincrement": False}
+            table, recreate="always", table_kwargs={"sqlite_autoincrement": autoincrement}
         ):
             pass
