@@ -65,7 +65,16 @@ async def test_an_update_let_in_before_a_delete_does_not_supersede_it(
 ) -> None:
     await cv.create_stack("s", TEMPLATE, environments=[PRE_DELETE])
     held = HeldUpdate(cv, monkeypatch)
-    update = asyncio.create_task(cv.update_stack("s", TEMPLATE, parameters={"v": "two"}))
+    update = asyncio.create_task(
+        cv.update_stack(
+            "s",
+            TEMPLATE,
+            parameters={"v": "two"},
+            timeout_mins=7,
+            disable_rollback=True,
+            drift_policy="heal",
+        )
+    )
     await asyncio.wait_for(held.reached.wait(), 10)
     deleting = await cv.delete_stack("s", wait=False)
     assert deleting.stack_status == "DELETE_IN_PROGRESS"
@@ -73,6 +82,13 @@ async def test_an_update_let_in_before_a_delete_does_not_supersede_it(
     held.go.set()
     with pytest.raises(Conflict, match="stack s is DELETE_IN_PROGRESS: its UPDATE cannot start"):
         await update
+    # The refused update changed nothing, its settings included.
+    stack = await cv.get_stack("s")
+    assert (stack.timeout_mins, stack.disable_rollback, stack.drift_policy) == (
+        None,
+        False,
+        "notify",
+    )
     await cv.clear_hook("s", "a", "pre-delete")
     await eventually(lambda: _gone(cv, "s"))
     assert reality.things == {}
@@ -84,3 +100,22 @@ async def _gone(cv: Converge, name: str) -> bool:
     except NotFound:
         return True
     return False
+
+
+async def test_an_updates_settings_start_with_it(cv: Converge, reality: Reality) -> None:
+    await cv.create_stack("s", TEMPLATE)
+    updated = await cv.update_stack(
+        "s", TEMPLATE, parameters={"v": "two"}, timeout_mins=7, disable_rollback=True
+    )
+    assert updated.stack_status == "UPDATE_COMPLETE"
+    assert (updated.timeout_mins, updated.disable_rollback, updated.drift_policy) == (
+        7,
+        True,
+        "notify",
+    )
+    patched = await cv.update_stack("s", existing=True, drift_policy="heal")
+    assert (patched.timeout_mins, patched.disable_rollback, patched.drift_policy) == (
+        7,
+        True,
+        "heal",
+    )

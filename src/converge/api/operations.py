@@ -183,14 +183,12 @@ class OperationsMixin(ConvergeBase):
             settings["timeout_mins"] = timeout_mins
         if drift_policy is not None:
             settings["drift_policy"] = drift_policy
-        if settings:
-            await self._store.update_stack(stack.id, settings)
         template_id = await self._store.add_template(
             stack.id, loaded.data, environment.to_data(), new_files, new_parameters
         )
         self._ctx.definitions.put(template_id, definition)
         started = await self.engine.operations.converge(
-            stack.id, template_id, definition, Action.UPDATE, converge=converge
+            stack.id, template_id, definition, Action.UPDATE, converge=converge, settings=settings
         )
         return await self._settle_operation(self._started(started, Action.UPDATE), wait)
 

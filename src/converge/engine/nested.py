@@ -149,7 +149,6 @@ class NestedStackService:
             )
             action = Action.CREATE
         else:
-            await self.ctx.store.update_stack(child_id, {"timeout_mins": timeout_mins})
             # An interrupted create is resumed as a create; anything else is an update.
             resumed = existing.action == Action.CREATE and existing.status != Status.COMPLETE
             action = Action.CREATE if resumed else Action.UPDATE
@@ -167,6 +166,7 @@ class NestedStackService:
             # The owner's newer traversal may want back a nested stack an older one was
             # deleting: the owner's graph decides, as for any of its resources.
             supersedes_delete=True,
+            settings={"timeout_mins": timeout_mins},
         )
         log.info(
             "nested stack started",

@@ -94,6 +94,7 @@ class StackOperations:
         events: Sequence[NewEvent] = (),
         traversal_id: str | None = None,
         supersedes_delete: bool = False,
+        settings: Mapping[str, Any] | None = None,
     ) -> StackRecord:
         """Start a traversal converging the stack to ``template_id``; supersedes any other,
         but a delete only when ``supersedes_delete`` (a nested stack, whose owner decides).
@@ -108,7 +109,12 @@ class StackOperations:
         compare-and-swap on it: a delete that began after the caller's own check (an update
         checks first) is seen here, and a deleted stack is never converged again (its
         resources would be made for a stack nobody can see).
+
+        ``settings``: stack columns the operation changes (an update's ``timeout_mins``,
+        ``disable_rollback``, ``drift_policy``), written with the start, so an operation
+        refused here changes nothing.
         """
+        settings = dict(settings or {})
         requirements = {name: sorted(res.requires) for name, res in definition.resources.items()}
         for _attempt in range(_MAX_START_ATTEMPTS):
             stack = await self.ctx.store.get_stack(stack_id)
@@ -142,9 +148,8 @@ class StackOperations:
                 if name not in named
             ]
             new_traversal = traversal_id or uuid.uuid4().hex
-            deadline = (
-                self.ctx.clock.now() + stack.timeout_mins * 60 if stack.timeout_mins else None
-            )
+            timeout_mins = settings.get("timeout_mins", stack.timeout_mins)
+            deadline = self.ctx.clock.now() + timeout_mins * 60 if timeout_mins else None
             text = reason or f"Stack {action} started"
             built: list[TraversalGraph] = []
 
@@ -173,6 +178,7 @@ class StackOperations:
                 graph.pin_hosts({row.id: row.host for row in all_rows if row.host is not None})
                 _built.append(graph)
                 changes = {
+                    **settings,
                     "action": action,
                     "status": Status.IN_PROGRESS,
                     "status_reason": _text,
