@@ -142,6 +142,7 @@ def serve(
         raise click.UsageError("--noauth needs --api HOST:PORT")
 
     async def body(session: Session) -> int:
+        _collect_less_often()
         settings = dataclasses.replace(embedded_settings(state), drift_recheck_interval=recheck)
         if interval is not None:
             settings = dataclasses.replace(settings, observe_interval=interval)
@@ -207,6 +208,25 @@ def serve(
         return EXIT_OK
 
     run_command(body, debug=debug, log_json=log_json)
+
+
+# Allocations between two young-generation collections (CPython's default is 700).
+YOUNG_COLLECTION_EVERY = 20_000
+
+
+def _collect_less_often() -> None:
+    """Collect the young generation every ``YOUNG_COLLECTION_EVERY`` allocations, not 700.
+
+    A worker's checks make and drop thousands of short-lived objects (rows, records,
+    messages), nearly all freed by their reference counts: the collections found next to
+    no garbage and, promoting what was in flight, led to full collections of 30-60 ms in
+    the middle of a burst of finishes. A/B in alternate runs (bench_distributed, same
+    minutes): 10,000 None on 2 workers 6.8 and 7.9 s against 9.5 and 9.7 s; a chain of
+    1,000 2.4 and 2.5 ms per link against 3.5 and 3.2; time collecting per worker process
+    halved. What cycles there are wait a little longer to be freed.
+    """
+    _young, middle, old = gc.get_threshold()
+    gc.set_threshold(YOUNG_COLLECTION_EVERY, middle, old)
 
 
 def _freeze_startup_objects() -> None:
