@@ -324,6 +324,10 @@ class StacksMixin(TemplatesMixin, ResourcesMixin):
             return self._resources_of(conn, stack_id)
         now = self._clock()
         new_rows = [new_resource_row(stack_id, new, now) for new in new_resources]
+        raw = self._raw(conn)
+        if raw is not None and self._hot is not None:
+            self._hot.insert_resources(raw, new_rows)
+            return self._resources_of(conn, stack_id)
         if conn.dialect.name != "postgresql":
             insert_rows(conn, t.resource, new_rows)
             return self._resources_of(conn, stack_id)
