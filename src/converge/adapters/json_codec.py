@@ -6,7 +6,7 @@ faster than ``json.loads``. What orjson refuses (``NaN`` and ``Infinity``, which
 round-trip exactly as before. So is any text with a run of 19 digits or more: orjson
 reads an integer beyond 64 bits as a float, silently, where ``json.loads`` keeps it exact.
 Writing stays ``json.dumps``: orjson would turn NaN into null and refuse integers beyond
-64 bits.
+64 bits. Most JSON columns are written empty: those get their text without the encoder.
 """
 
 from __future__ import annotations
@@ -35,4 +35,11 @@ def loads(text: str | bytes) -> Any:
         return json.loads(text)
 
 
-dumps = json.dumps
+_EMPTY: dict[type, str] = {type(None): "null", dict: "{}", list: "[]"}
+
+
+def dumps(value: Any) -> str:
+    """``json.dumps(value)``; an empty dict or list and None without the encoder (a create's
+    1,000 rows have 7,000 JSON columns, nearly all empty)."""
+    empty = None if value else _EMPTY.get(type(value))
+    return json.dumps(value) if empty is None else empty

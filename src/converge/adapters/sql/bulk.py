@@ -9,7 +9,6 @@ type stores it), everything else as psycopg adapts it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,6 +16,8 @@ import psycopg
 import sqlalchemy as sa
 from psycopg import sql
 from sqlalchemy.engine import Connection
+
+from converge.adapters import json_codec
 
 # Fewer rows go through an executemany: COPY's set-up is not worth it.
 COPY_FROM = 64
@@ -49,7 +50,7 @@ def insert_rows(conn: Connection, table: sa.Table, rows: Sequence[Mapping[str, A
 
 
 def _value(value: Any, is_json: bool) -> Any:
-    return json.dumps(value) if is_json else value
+    return json_codec.dumps(value) if is_json else value
 
 
 def _defaults_left(table: sa.Table, columns: list[str]) -> bool:

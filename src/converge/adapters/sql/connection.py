@@ -246,6 +246,7 @@ def create_engine(url: str, *, read_only: bool = False) -> Engine:
         engine = sa.create_engine(
             url,
             connect_args={"isolation_level": None, "timeout": 30},
+            json_serializer=json_codec.dumps,
             json_deserializer=json_codec.loads,
         )
 
@@ -265,7 +266,12 @@ def create_engine(url: str, *, read_only: bool = False) -> Engine:
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url[len("postgresql://") :]
     return sa.create_engine(
-        url, pool_size=8, max_overflow=4, pool_pre_ping=True, json_deserializer=json_codec.loads
+        url,
+        pool_size=8,
+        max_overflow=4,
+        pool_pre_ping=True,
+        json_serializer=json_codec.dumps,
+        json_deserializer=json_codec.loads,
     )
 
 

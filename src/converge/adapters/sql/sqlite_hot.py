@@ -46,14 +46,7 @@ class _Table:
 
     def bind(self, name: str, value: Any) -> Any:
         """A Python value as this column stores it (JSON as SQLAlchemy's JSON type does)."""
-        if name not in self.json:
-            return value
-        empty = None if value else _EMPTY_JSON.get(type(value))
-        return json_codec.dumps(value) if empty is None else empty
-
-
-# Most JSON columns are written empty: their text without a call to the encoder.
-_EMPTY_JSON: dict[type, str] = {type(None): "null", dict: "{}", list: "[]"}
+        return json_codec.dumps(value) if name in self.json else value
 
 
 def _json_value(text: str | None) -> Any:
