@@ -104,13 +104,17 @@ class EngineContext:
 
     async def _load_graph(self, key: tuple[str, str]) -> TraversalGraph | None:
         stack_id, traversal_id = key
-        current, data = await self.store.get_traversal_graph(stack_id)
+        if self.check_here is None:
+            current, data = await self.store.get_traversal_graph(stack_id)
+        else:
+            # Both are read from the database: the template's while the graph's arrives.
+            (current, data), _ = await asyncio.gather(
+                self.store.get_traversal_graph(stack_id),
+                self._warm_definition(stack_id, traversal_id),
+            )
         if current != traversal_id or data is None:
             return None
-        graph = TraversalGraph.decode(data)
-        if self.check_here is not None:
-            await self._warm_definition(stack_id, traversal_id)
-        return graph
+        return TraversalGraph.decode(data)
 
     async def _warm_definition(self, stack_id: str, traversal_id: str) -> None:
         """In a worker, prepare the traversal's template with its graph: every check of
