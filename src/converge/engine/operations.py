@@ -30,7 +30,7 @@ from converge.core.traversal import (
 )
 from converge.engine.context import EMPTY_TEMPLATE, EngineContext
 from converge.engine.inputs import StoredData
-from converge.errors import Conflict, ConvergeError, TemplateError
+from converge.errors import Conflict, ConvergeError, StoreError, TemplateError
 from converge.ports import Subscriber
 from converge.records import NewEvent, NewResource, ResourceRecord, StackRecord
 
@@ -95,6 +95,8 @@ class StackOperations:
         traversal_id: str | None = None,
         supersedes_delete: bool = False,
         settings: Mapping[str, Any] | None = None,
+        ending: str | None = None,
+        ending_events: Sequence[NewEvent] = (),
     ) -> StackRecord:
         """Start a traversal converging the stack to ``template_id``; supersedes any other,
         but a delete only when ``supersedes_delete`` (a nested stack, whose owner decides).
@@ -113,6 +115,13 @@ class StackOperations:
         ``settings``: stack columns the operation changes (an update's ``timeout_mins``,
         ``disable_rollback``, ``drift_policy``), written with the start, so an operation
         refused here changes nothing.
+
+        ``ending``: start only while this traversal is the stack's current one and in
+        progress (the stack is returned as read, nothing started, otherwise); its
+        ``ending_events`` (its failure) are stored with the start, before the new one's.
+        A failed operation's rollback starts this way: had the failure been stored first,
+        a process killed in between would leave the stack FAILED, half updated, with no
+        rollback to come.
         """
         settings = dict(settings or {})
         requirements = {name: sorted(res.requires) for name, res in definition.resources.items()}
@@ -120,6 +129,10 @@ class StackOperations:
             stack = await self.ctx.store.get_stack(stack_id)
             if traversal_id is not None and stack.current_traversal == traversal_id:
                 return stack  # started by a concurrent repeat of the same request
+            if ending is not None and (
+                stack.current_traversal != ending or stack.status != Status.IN_PROGRESS
+            ):
+                return stack  # ended already (superseded, or ended by another process)
             if stack.deleted:
                 if action == Action.DELETE:
                     return stack  # nothing is left to delete
@@ -198,7 +211,11 @@ class StackOperations:
                     stack.atomic_key,
                     new_rows,
                     build,
-                    events=[stack_event(stack, action, Status.IN_PROGRESS, text), *events],
+                    events=[
+                        *ending_events,
+                        stack_event(stack, action, Status.IN_PROGRESS, text),
+                        *events,
+                    ],
                 )
             except _RowsChanged:
                 continue
@@ -291,20 +308,36 @@ class StackOperations:
     async def store_empty_template(self, stack_id: str) -> int:
         return await self.ctx.store.add_template(stack_id, EMPTY_TEMPLATE, {}, {}, {})
 
-    async def rollback(self, stack: StackRecord, reason: str = "Stack ROLLBACK started") -> None:
-        """Converge back to the last complete template (or to nothing after a failed create)."""
+    async def rollback(
+        self,
+        stack: StackRecord,
+        reason: str = "Stack ROLLBACK started",
+        *,
+        failure: NewEvent | None = None,
+    ) -> bool:
+        """Converge back to the last complete template (or to nothing after a failed create).
+
+        ``failure``: the stack's traversal failed with this event, stored with the
+        rollback's start, which happens only while that traversal is still the current
+        one (``converge``'s ``ending``). Whether the rollback started.
+        """
         target = stack.prev_raw_template_id
         if target is None or stack.action == Action.CREATE:
             target = await self.store_empty_template(stack.id)
         definition = await self.ctx.definitions.get(target)
-        await self.converge(
+        new_traversal = uuid.uuid4().hex
+        started = await self.converge(
             stack.id,
             target,
             definition,
             Action.ROLLBACK,
             reason=reason,
             previous_template_id=stack.raw_template_id,
+            traversal_id=new_traversal,
+            ending=None if failure is None else stack.current_traversal,
+            ending_events=() if failure is None else (failure,),
         )
+        return started.current_traversal == new_traversal
 
     async def cancel_update(self, stack: StackRecord, *, rollback: bool) -> None:
         """Heat's cancel: with rollback, converge back (to nothing for a create); without,
@@ -413,10 +446,32 @@ class StackOperations:
         return True
 
     async def fail_traversal(self, stack_id: str, traversal_id: str, reason: str) -> None:
-        """Mark the stack FAILED (if the traversal is still current) and roll back if enabled."""
+        """Fail the stack's operation (if the traversal is still current): roll back if
+        enabled, in the same commit that stores the failure; else mark the stack FAILED."""
         stack = await self.ctx.store.get_stack(stack_id)
         if stack.current_traversal != traversal_id or stack.status != Status.IN_PROGRESS:
             return
+        failure = stack_event(stack, stack.action, Status.FAILED, reason)
+        # A heal converges the current template again: rolling back would go elsewhere.
+        is_heal = stack.converge_names is not None
+        if (
+            not stack.disable_rollback
+            and not is_heal
+            and stack.action in (Action.CREATE, Action.UPDATE)
+        ):
+            try:
+                if await self.rollback(stack, failure=failure):
+                    self.ctx.graphs.forget((stack_id, traversal_id))
+                    log.info("traversal failed", extra={"stack": stack.name, "reason": reason})
+                    return
+            except StoreError:
+                # Nothing was stored: the traversal still runs, and the failed check (tried
+                # again) or the deadline's sweep fails it again, rollback included.
+                raise
+            except ConvergeError as exc:
+                log.error(
+                    "rollback could not start", extra={"stack": stack.name, "error": str(exc)}
+                )
         failed = await self.ctx.store.update_stack(
             stack_id,
             {
@@ -426,26 +481,12 @@ class StackOperations:
                 "deadline": None,
             },
             expected_traversal=traversal_id,
-            events=[stack_event(stack, stack.action, Status.FAILED, reason)],
+            events=[failure],
         )
         if failed is None:
             return
         self.ctx.graphs.forget((stack_id, traversal_id))
         log.info("traversal failed", extra={"stack": failed.name, "reason": reason})
-        # A heal converges the current template again: rolling back would go elsewhere.
-        is_heal = failed.converge_names is not None
-        if (
-            not failed.disable_rollback
-            and not is_heal
-            and failed.action in (Action.CREATE, Action.UPDATE)
-        ):
-            try:
-                await self.rollback(failed)
-                return
-            except ConvergeError as exc:
-                log.error(
-                    "rollback could not start", extra={"stack": failed.name, "error": str(exc)}
-                )
         self._signal(stack_id)
 
     async def _announce_settled(self, stack_id: str) -> None:
@@ -532,7 +573,13 @@ class StackOperations:
 
     async def _expire_at(self, stack_id: str, traversal_id: str, deadline: float) -> None:
         await self.ctx.clock.sleep(deadline - self.ctx.clock.now())
-        await self.expire_if_due(stack_id, traversal_id, deadline)
+        try:
+            await self.expire_if_due(stack_id, traversal_id, deadline)
+        except StoreError as exc:  # the sweeper expires overdue traversals at every sweep
+            log.warning(
+                "timeout not stored now; the sweeper will",
+                extra={"stack": stack_id, "error": str(exc)},
+            )
 
     async def expire_if_due(self, stack_id: str, traversal_id: str, deadline: float | None) -> None:
         if deadline is not None and self.ctx.clock.now() >= deadline:
