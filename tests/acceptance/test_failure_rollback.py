@@ -9,24 +9,8 @@ import pytest
 from converge.api import Converge
 from converge.engine.settings import EngineSettings
 from converge.resources.registry import PluginRegistry
+from support.templates import FAILING_PAIR as TWO
 from support.world import FAST, IN_MEMORY_REALITY, Reality
-
-TWO = """
-heat_template_version: 2021-04-16
-parameters:
-  fail_b: {type: boolean, default: false}
-  a_fixed: {type: string, default: one}
-  b_value: {type: string, default: one}
-resources:
-  a:
-    type: Test::Thing
-    properties: {fixed: {get_param: a_fixed}, value: a}
-  b:
-    type: Test::Thing
-    properties:
-      value: {list_join: ['/', [{get_attr: [a, id]}, {get_param: b_value}]]}
-      fail: {get_param: fail_b}
-"""
 
 
 async def test_failed_create_rolls_back_to_nothing(cv: Converge, reality: Reality) -> None:

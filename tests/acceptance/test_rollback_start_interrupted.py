@@ -16,23 +16,8 @@ import pytest
 
 from converge.api import Converge
 from converge.errors import StoreError
+from support.templates import FAILING_PAIR as TWO
 from support.world import Reality
-
-TWO = """
-heat_template_version: 2021-04-16
-parameters:
-  fail_b: {type: boolean, default: false}
-  a_fixed: {type: string, default: one}
-resources:
-  a:
-    type: Test::Thing
-    properties: {fixed: {get_param: a_fixed}, value: a}
-  b:
-    type: Test::Thing
-    properties:
-      value: {get_attr: [a, id]}
-      fail: {get_param: fail_b}
-"""
 
 
 def _interrupt_first_rollback_start(cv: Converge, monkeypatch: pytest.MonkeyPatch) -> list[str]:
