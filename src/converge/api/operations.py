@@ -119,8 +119,10 @@ class OperationsMixin(ConvergeBase):
         template_id = created.raw_template_id
         assert template_id is not None  # stored with the stack, just above
         self._ctx.definitions.put(template_id, definition)
+        # Only if nothing started it meanwhile: a sweeper starts a create whose client
+        # seemed to die between the two commits, and one start is enough.
         started = await self.engine.operations.converge(
-            stack_id, template_id, definition, Action.CREATE
+            stack_id, template_id, definition, Action.CREATE, ending=""
         )
         return await self._settle_operation(self._started(started, Action.CREATE), wait)
 

@@ -121,7 +121,8 @@ class StackOperations:
         ``ending_events`` (its failure) are stored with the start, before the new one's.
         A failed operation's rollback starts this way: had the failure been stored first,
         a process killed in between would leave the stack FAILED, half updated, with no
-        rollback to come.
+        rollback to come. ``ending=""``: the stack's first traversal (a create's), which
+        the sweeper may start too when its client died after storing the stack.
         """
         settings = dict(settings or {})
         requirements = {name: sorted(res.requires) for name, res in definition.resources.items()}

@@ -16,7 +16,7 @@ from typing import Any
 
 from converge.core import shard
 from converge.core.stall import StallWatch
-from converge.core.states import Status
+from converge.core.states import Action, Status
 from converge.core.traversal import STACK_NODE, GraphNode, TraversalGraph
 from converge.engine import liveness
 from converge.engine.clock import SystemClock
@@ -102,6 +102,9 @@ class Engine:
         self._continued: dict[asyncio.Task[None], CheckResource] = {}
         # The other live processes with the worker role, as of the last heartbeat.
         self._live_workers: set[str] = set()
+        # Stacks stored by a create whose traversal never started, by when this sweeper
+        # first saw them so (``_start_abandoned_create``).
+        self._unstarted: dict[str, float] = {}
         if "worker" in self.roles:
             self.ctx.check_here = self._check_here
         # The live engines that share the sweeping (this one, if an engine), by heartbeat.
@@ -353,10 +356,15 @@ class Engine:
             return
         self._progress.observe_activity(await self.ctx.store.latest_event_id())
         stacks = await self.ctx.store.list_stacks(None)
+        unstarted: set[str] = set()
         for stack in stacks:
-            if stack.status != Status.IN_PROGRESS or not stack.current_traversal:
+            if stack.status != Status.IN_PROGRESS:
                 continue
             if shard.owner(stack.id, self.sweepers) != self.engine_id:
+                continue
+            if not stack.current_traversal:
+                unstarted.add(stack.id)
+                await self._start_abandoned_create(stack)
                 continue
             traversal = stack.current_traversal
             if stack.deadline is not None and self.ctx.clock.now() >= stack.deadline:
@@ -384,6 +392,45 @@ class Engine:
             ):
                 self._progress.resent(traversal)
         self._progress.forget_others()
+        self._unstarted = {k: v for k, v in self._unstarted.items() if k in unstarted}
+
+    async def _start_abandoned_create(self, stack: StackRecord) -> None:
+        """Start the create of a stack stored with its template whose traversal never
+        started: the process that stored it died, or lost the database, before the start
+        (two commits). Left alone, the stack would say CREATE_IN_PROGRESS forever. Started
+        once this sweeper has seen it so for as long as a process takes to be found dead
+        (its own clock: the stack's ``created_at`` is the client machine's), and only if
+        still unstarted then (``converge``'s ``ending``): a slow client that starts it
+        meanwhile wins, and its start and this one never both run. A nested stack is left
+        to its owner's traversal, which starts it again."""
+        if stack.owner_id is not None or stack.raw_template_id is None:
+            return
+        if stack.action != Action.CREATE:
+            return
+        now = self.ctx.clock.now()
+        first_seen = self._unstarted.setdefault(stack.id, now)
+        if now - first_seen < self.ctx.settings.engine_stale_after:
+            return
+        new_traversal = uuid.uuid4().hex
+        try:
+            definition = await self.ctx.definitions.get(stack.raw_template_id)
+            started = await self.operations.converge(
+                stack.id,
+                stack.raw_template_id,
+                definition,
+                Action.CREATE,
+                traversal_id=new_traversal,
+                ending="",
+            )
+        except ConvergeError as exc:
+            log.warning(
+                "a create left unstarted could not be started",
+                extra={"stack": stack.name, "error": str(exc)},
+            )
+            return
+        if started.current_traversal == new_traversal:
+            self.sweeper_rescues += 1
+            log.warning("sweeper started a create left unstarted", extra={"stack": stack.name})
 
     async def _resend_ready(
         self,

@@ -1,0 +1,90 @@
+"""A create whose client died between storing the stack and starting its traversal (two
+commits) is started by the sweeper, once; before, the stack said CREATE_IN_PROGRESS forever
+and no process would ever act on it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from converge.adapters.local_bus import LocalBus
+from converge.adapters.sql.store import SqlStore, sqlite_url
+from converge.api import Converge
+from converge.core.states import Action
+from converge.core.template import load_template
+from converge.core.template.environment import Environment
+from converge.engine.runtime import Engine
+from converge.engine.settings import EngineSettings
+from converge.records import NewTemplate, StackRecord
+from converge.resources.registry import PluginRegistry
+from support.templates import PAIR
+from support.world import Reality
+
+
+@pytest.fixture
+async def quick_sweeper(tmp_path: Path, registry: PluginRegistry) -> AsyncIterator[Engine]:
+    """An engine whose sweeper runs often and takes a process for dead after 0.3 s."""
+    store = SqlStore.open(sqlite_url(tmp_path / "s.db"))
+    settings = EngineSettings(sweep_interval=0.05, engine_stale_after=0.3)
+    engine = Engine(store, LocalBus(), registry=registry, settings=settings)
+    await engine.start()
+    try:
+        yield engine
+    finally:
+        await engine.stop()
+        await store.close()
+
+
+async def _stored_but_never_started(engine: Engine, name: str) -> StackRecord:
+    """What a client that died after its create's first commit leaves."""
+    return await engine.ctx.store.create_stack(
+        name,
+        "default",
+        action=Action.CREATE,
+        disable_rollback=False,
+        timeout_mins=None,
+        drift_policy="notify",
+        template=NewTemplate(load_template(PAIR).data, Environment().to_data(), {}, {}),
+    )
+
+
+async def test_a_create_its_client_left_unstarted_is_started_by_the_sweeper(
+    quick_sweeper: Engine, reality: Reality
+) -> None:
+    await _stored_but_never_started(quick_sweeper, "orphan")
+    cv = Converge(quick_sweeper)
+    stack = await asyncio.wait_for(cv.wait("orphan"), 20)
+    assert stack.stack_status == "CREATE_COMPLETE", stack.stack_status_reason
+    assert sorted(name for _, name, _ in reality.log) == ["a", "b"]
+    assert quick_sweeper.sweeper_rescues == 1
+
+
+async def test_a_create_started_by_the_sweeper_is_not_started_again_by_its_slow_client(
+    quick_sweeper: Engine, reality: Reality
+) -> None:
+    stored = await _stored_but_never_started(quick_sweeper, "slow")
+    cv = Converge(quick_sweeper)
+    settled = await asyncio.wait_for(cv.wait("slow"), 20)
+    assert settled.stack_status == "CREATE_COMPLETE"
+    started = (await quick_sweeper.ctx.store.get_stack(stored.id)).current_traversal
+    # The client wakes up and starts its create as the API does: nothing is started again.
+    assert stored.raw_template_id is not None
+    definition = await quick_sweeper.ctx.definitions.get(stored.raw_template_id)
+    again = await quick_sweeper.operations.converge(
+        stored.id, stored.raw_template_id, definition, Action.CREATE, ending=""
+    )
+    assert again.current_traversal == started
+    assert len(reality.actions("create")) == 2
+
+
+async def test_a_stack_being_started_is_left_to_its_client(cv: Converge, reality: Reality) -> None:
+    """With the default patience (a dead process's 30 s), a sweep right after the stack was
+    stored does not start it: its client is about to."""
+    stored = await _stored_but_never_started(cv.engine, "fresh")
+    await cv.engine.sweep()
+    await cv.engine.sweep()
+    assert (await cv.engine.ctx.store.get_stack(stored.id)).current_traversal == ""
+    assert reality.log == []
