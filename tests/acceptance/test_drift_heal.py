@@ -243,3 +243,45 @@ async def test_drift_found_during_a_heal_is_healed_as_soon_as_it_ends(tmp_path: 
             "test",
             "val",
         }
+
+
+async def test_a_give_up_whose_stack_was_not_told_is_told_at_the_next_pass(
+    served: tuple[Converge, Any, TestWorld], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Giving up is two commits (the resource, then the stack): a process stopped between
+    them left the stack COMPLETE over a resource left drifted; the next pass says so."""
+    cv, sync, world = served
+    store = cv.engine.ctx.store
+    update_stack = store.update_stack
+    stopped: list[str] = []
+
+    async def stops_before_the_stack(stack_id: str, changes: Any, **kwargs: Any) -> Any:
+        if not stopped and str(changes.get("status_reason", "")).startswith("Drift of"):
+            stopped.append(stack_id)  # as a kill right after the resource's commit
+            return None
+        return await update_stack(stack_id, changes, **kwargs)
+
+    monkeypatch.setattr(store, "update_stack", stops_before_the_stack)
+    await cv.create_stack("s", TEMPLATE, drift_policy="heal")
+    pid = (await ids(cv, "s"))["test"]
+
+    async def given_up() -> bool:
+        resource = {r.resource_name: r for r in await cv.list_resources("s")}["test"]
+        if resource.resource_status.endswith("_FAILED"):
+            return True
+        live = world.get("OS::Heat::TestResource", pid)
+        if live is not None and live["properties"]["value"] == "hello":
+            world.set_property("OS::Heat::TestResource", pid, "value", "theirs")
+            await sync.sample_once("OS::Heat::TestResource")
+        return False
+
+    await eventually(given_up, timeout=20)
+    assert len(stopped) == 1
+
+    async def told() -> bool:
+        await cv.engine.drift.recheck()
+        return (await cv.get_stack("s")).stack_status == "UPDATE_FAILED"
+
+    await eventually(told, timeout=10)
+    stack = await cv.get_stack("s")
+    assert stack.stack_status_reason.startswith("Drift of test not healed: test: Drift not healed")

@@ -270,6 +270,11 @@ class DriftHandler:
         policy = self.ctx.settings.heal_policy
         names: list[str] = []
         events: list[NewEvent] = []
+        given_up = [row for row in rows.values() if _given_up(row)]
+        if given_up and stack.status != Status.FAILED:
+            # Given up on, and the stack not told (its process stopped in between).
+            await self._say_given_up(stack, given_up)
+            return None
         for row in rows.values():
             if row.drift_status not in _DRIFTED or row.status == Status.FAILED:
                 continue
@@ -318,7 +323,7 @@ class DriftHandler:
 
     async def _give_up(self, stack: StackRecord, row: ResourceRecord, why: str) -> None:
         found = Drift(DriftStatus(row.drift_status), row.drift_detail).describe()
-        reason = f"Drift not healed: {why}; last found {found}"
+        reason = f"{_NOT_HEALED}: {why}; last found {found}"
         given_up = await self.ctx.store.update_resource(
             row.id,
             row.atomic_key,
@@ -326,11 +331,14 @@ class DriftHandler:
             events=[_event(row, Status.FAILED, reason, action=row.action)],
             stack_id=stack.id,
         )
-        if given_up is None:
-            return
-        # The stack says so too (show, list): a stack that looks complete while one of its
-        # resources is left drifted would hide the one thing the user must act on.
-        stack_reason = given_up_reason([given_up])
+        if given_up is not None:
+            await self._say_given_up(stack, [given_up])
+
+    async def _say_given_up(self, stack: StackRecord, rows: list[ResourceRecord]) -> None:
+        """The stack says so too (show, list): a stack that looks complete while one of its
+        resources is left drifted would hide the one thing the user must act on. A second
+        commit: a heal pass that finds a given-up row under a stack not FAILED says it."""
+        stack_reason = given_up_reason(rows)
         marked = await self.ctx.store.update_stack(
             stack.id,
             {"status": Status.FAILED, "status_reason": stack_reason},
@@ -424,6 +432,18 @@ class DriftHandler:
         # drifted one would leave the others waiting, the stack busy, for another pass.
         for stack_id in sorted(to_heal):
             await self.heal(stack_id)
+
+
+# How a resource given up on says so (``_give_up``); ``_given_up`` finds it by this.
+_NOT_HEALED = "Drift not healed"
+
+
+def _given_up(row: ResourceRecord) -> bool:
+    return (
+        row.status == Status.FAILED
+        and row.drift_status in _DRIFTED
+        and row.status_reason.startswith(_NOT_HEALED)
+    )
 
 
 def _never_confirmed(row: ResourceRecord) -> bool:
