@@ -88,3 +88,25 @@ async def test_a_stack_being_started_is_left_to_its_client(cv: Converge, reality
     await cv.engine.sweep()
     assert (await cv.engine.ctx.store.get_stack(stored.id)).current_traversal == ""
     assert reality.log == []
+
+
+async def test_a_create_left_unstarted_that_cannot_be_prepared_fails_with_the_reason(
+    quick_sweeper: Engine, reality: Reality
+) -> None:
+    """Its template no longer prepares here (a plugin this process lacks): the stack says
+    so once, as a failed create does, instead of the sweeper trying at every sweep."""
+    broken = "heat_template_version: 2021-04-16\nresources:\n  x: {type: No::Such}\n"
+    await quick_sweeper.ctx.store.create_stack(
+        "broken",
+        "default",
+        action=Action.CREATE,
+        disable_rollback=False,
+        timeout_mins=None,
+        drift_policy="notify",
+        template=NewTemplate(load_template(broken).data, Environment().to_data(), {}, {}),
+    )
+    stack = await asyncio.wait_for(Converge(quick_sweeper).wait("broken"), 20)
+    assert stack.stack_status == "CREATE_FAILED"
+    assert stack.stack_status_reason.startswith("Stack CREATE could not be started: ")
+    assert "No::Such" in stack.stack_status_reason
+    assert reality.log == []

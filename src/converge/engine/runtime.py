@@ -22,10 +22,10 @@ from converge.engine import liveness
 from converge.engine.clock import SystemClock
 from converge.engine.context import EngineContext
 from converge.engine.drift import DriftHandler
-from converge.engine.operations import StackOperations
+from converge.engine.operations import StackOperations, stack_event
 from converge.engine.settings import EngineSettings
 from converge.engine.worker import Worker
-from converge.errors import ConvergeError, StateError, StoreError
+from converge.errors import ConvergeError, StateError, StoreError, TemplateError
 from converge.messages import CheckResource, MessageError, work_checks
 from converge.ports import Bus, Clock, Store
 from converge.records import CheckInputs, ServiceRecord, StackRecord
@@ -422,6 +422,16 @@ class Engine:
                 traversal_id=new_traversal,
                 ending="",
             )
+        except TemplateError as exc:
+            # Not to be tried at every sweep: the stack says why, as a failed create does.
+            reason = f"Stack CREATE could not be started: {exc}"
+            await self.ctx.store.update_stack(
+                stack.id,
+                {"status": Status.FAILED, "status_reason": reason},
+                expected_key=stack.atomic_key,
+                events=[stack_event(stack, Action.CREATE, Status.FAILED, reason)],
+            )
+            return
         except ConvergeError as exc:
             log.warning(
                 "a create left unstarted could not be started",
