@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from converge.adapters.local_bus import LocalBus
-from converge.adapters.sql.store import SqlStore, sqlite_url
+from converge.adapters.sql.store import sqlite_url
 from converge.api import Converge
 from converge.core.states import Action
 from converge.core.template import load_template
@@ -20,6 +20,7 @@ from converge.engine.runtime import Engine
 from converge.engine.settings import EngineSettings
 from converge.records import NewTemplate, StackRecord
 from converge.resources.registry import PluginRegistry
+from support.engines import running_engine
 from support.templates import PAIR
 from support.world import Reality
 
@@ -27,15 +28,10 @@ from support.world import Reality
 @pytest.fixture
 async def quick_sweeper(tmp_path: Path, registry: PluginRegistry) -> AsyncIterator[Engine]:
     """An engine whose sweeper runs often and takes a process for dead after 0.3 s."""
-    store = SqlStore.open(sqlite_url(tmp_path / "s.db"))
     settings = EngineSettings(sweep_interval=0.05, engine_stale_after=0.3)
-    engine = Engine(store, LocalBus(), registry=registry, settings=settings)
-    await engine.start()
-    try:
+    url = sqlite_url(tmp_path / "s.db")
+    async with running_engine(url, registry, LocalBus(), settings) as engine:
         yield engine
-    finally:
-        await engine.stop()
-        await store.close()
 
 
 async def _stored_but_never_started(engine: Engine, name: str) -> StackRecord:

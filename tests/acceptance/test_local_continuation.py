@@ -4,14 +4,12 @@ lost with its process is rescued by the sweeper like a lost message."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import pytest
 
 from converge.adapters.local_bus import LocalBus
-from converge.adapters.sql.store import SqlStore
 from converge.api import Converge
 from converge.core.traversal import GraphNode
 from converge.engine.runtime import Engine
@@ -19,6 +17,7 @@ from converge.engine.settings import EngineSettings
 from converge.messages import CheckResource
 from converge.records import CheckInputs, FinishedNode
 from converge.resources.registry import PluginRegistry
+from support.engines import running_engine
 from support.world import Reality
 
 CHAIN = """
@@ -61,18 +60,10 @@ class CountingBus(LocalBus):
         await super().send_work(message, host=host)
 
 
-@asynccontextmanager
-async def running(
+def running(
     url: str, registry: PluginRegistry, bus: LocalBus, **settings: Any
-) -> AsyncIterator[Engine]:
-    store = SqlStore.open(url)
-    engine = Engine(store, bus, registry=registry, settings=EngineSettings(**settings))
-    await engine.start()
-    try:
-        yield engine
-    finally:
-        await engine.stop()
-        await store.close()
+) -> AbstractAsyncContextManager[Engine]:
+    return running_engine(url, registry, bus, EngineSettings(**settings))
 
 
 def names(reality: Reality) -> list[str]:

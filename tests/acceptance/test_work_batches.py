@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import pytest
 
 from converge.adapters.local_bus import LocalBus
-from converge.adapters.sql.store import SqlStore
 from converge.api import Converge
 from converge.engine.context import SPREAD_OVER, checks_per_message
 from converge.engine.runtime import Engine
@@ -21,6 +19,7 @@ from converge.engine.settings import EngineSettings
 from converge.errors import StoreError
 from converge.messages import CheckResource, work_checks
 from converge.resources.registry import PluginRegistry
+from support.engines import running_engine
 from support.world import Reality
 
 COUNT = 3 * SPREAD_OVER
@@ -52,22 +51,14 @@ class QueueBus(LocalBus):
         self.queue.append(message)
 
 
-@asynccontextmanager
-async def running(
+def running(
     url: str,
     registry: PluginRegistry,
     bus: LocalBus,
     roles: tuple[str, ...],
     settings: EngineSettings = QUIET,
-) -> AsyncIterator[Engine]:
-    store = SqlStore.open(url)
-    engine = Engine(store, bus, registry=registry, settings=settings, roles=roles)
-    await engine.start()
-    try:
-        yield engine
-    finally:
-        await engine.stop()
-        await store.close()
+) -> AbstractAsyncContextManager[Engine]:
+    return running_engine(url, registry, bus, settings, roles)
 
 
 async def test_many_leaves_are_checked_once_from_fewer_messages(

@@ -1,4 +1,5 @@
-"""Two engines over one PostgreSQL database and one RabbitMQ namespace, in this process."""
+"""Engines in this process: one over a store URL and a bus; two over one PostgreSQL
+database and one RabbitMQ namespace."""
 
 from __future__ import annotations
 
@@ -10,11 +11,34 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from converge.adapters.sql.store import SqlStore
 from converge.api import Converge
+from converge.engine.runtime import Engine
 from converge.engine.settings import EngineSettings
+from converge.ports import Bus
 from converge.resources.builtin import world
+from converge.resources.registry import PluginRegistry
 from support import hanging
 from support.amqp import delete_namespace
+
+
+@contextlib.asynccontextmanager
+async def running_engine(
+    url: str,
+    registry: PluginRegistry,
+    bus: Bus,
+    settings: EngineSettings | None = None,
+    roles: tuple[str, ...] = ("engine", "worker"),
+) -> AsyncIterator[Engine]:
+    """An engine over the store at ``url``, started, stopped and closed after."""
+    store = SqlStore.open(url)
+    engine = Engine(store, bus, registry=registry, settings=settings, roles=roles)
+    await engine.start()
+    try:
+        yield engine
+    finally:
+        await engine.stop()
+        await store.close()
 
 
 @contextlib.asynccontextmanager
