@@ -47,6 +47,19 @@ async def reasons(cv: Converge, stack: str, resource: str) -> list[str]:
     return [e.resource_status_reason for e in await cv.list_events(stack, resource_name=resource)]
 
 
+async def fought_until_given_up(cv: Converge, sync: Any, world: TestWorld, pid: str) -> bool:
+    """Another controller sets its own value of ``test`` whenever ours is back: whether
+    healing has given up on it (the resource FAILED)."""
+    resource = {r.resource_name: r for r in await cv.list_resources("s")}["test"]
+    if resource.resource_status.endswith("_FAILED"):
+        return True
+    live = world.get("OS::Heat::TestResource", pid)
+    if live is not None and live["properties"]["value"] == "hello":
+        world.set_property("OS::Heat::TestResource", pid, "value", "theirs")
+        await sync.sample_once("OS::Heat::TestResource")
+    return False
+
+
 async def test_heal_converges_drift_back(served: tuple[Converge, Any, TestWorld]) -> None:
     cv, sync, world = served
     stack = await cv.create_stack("s", TEMPLATE, drift_policy="heal")
@@ -142,20 +155,7 @@ async def test_flapping_resource_backs_off_and_is_marked_failed(
     await cv.create_stack("s", TEMPLATE, drift_policy="heal")
     pid = (await ids(cv, "s"))["test"]
 
-    async def fight() -> bool:
-        """Another controller sets its own value whenever ours is back."""
-        resource = {r.resource_name: r for r in await cv.list_resources("s")}["test"]
-        if resource.resource_status == "UPDATE_FAILED" or resource.resource_status.endswith(
-            "_FAILED"
-        ):
-            return True
-        live = world.get("OS::Heat::TestResource", pid)
-        if live is not None and live["properties"]["value"] == "hello":
-            world.set_property("OS::Heat::TestResource", pid, "value", "theirs")
-            await sync.sample_once("OS::Heat::TestResource")
-        return False
-
-    await eventually(fight, timeout=20)
+    await eventually(lambda: fought_until_given_up(cv, sync, world, pid), timeout=20)
     resource = {r.resource_name: r for r in await cv.list_resources("s")}["test"]
     assert "giving up" in resource.resource_status_reason
     heals = [r for r in await reasons(cv, "s", "test") if r.startswith("Healing drift")]
@@ -265,17 +265,7 @@ async def test_a_give_up_whose_stack_was_not_told_is_told_at_the_next_pass(
     await cv.create_stack("s", TEMPLATE, drift_policy="heal")
     pid = (await ids(cv, "s"))["test"]
 
-    async def given_up() -> bool:
-        resource = {r.resource_name: r for r in await cv.list_resources("s")}["test"]
-        if resource.resource_status.endswith("_FAILED"):
-            return True
-        live = world.get("OS::Heat::TestResource", pid)
-        if live is not None and live["properties"]["value"] == "hello":
-            world.set_property("OS::Heat::TestResource", pid, "value", "theirs")
-            await sync.sample_once("OS::Heat::TestResource")
-        return False
-
-    await eventually(given_up, timeout=20)
+    await eventually(lambda: fought_until_given_up(cv, sync, world, pid), timeout=20)
     assert len(stopped) == 1
 
     async def told() -> bool:

@@ -15,13 +15,14 @@ from typing import Any
 import pytest
 
 from converge.adapters.local_bus import LocalBus
-from converge.adapters.sql.store import SqlStore, sqlite_url
+from converge.adapters.sql.store import sqlite_url
 from converge.api import Converge
 from converge.core import shard
 from converge.engine.runtime import Engine
 from converge.engine.settings import EngineSettings
 from converge.records import ServiceRecord
 from converge.resources.registry import PluginRegistry
+from support.engines import running_engine
 
 ONE = """
 heat_template_version: 2021-04-16
@@ -47,16 +48,11 @@ class LosingBus(LocalBus):
 
 @pytest.fixture
 async def engine(tmp_path: Path, registry: PluginRegistry) -> AsyncIterator[Engine]:
-    store = SqlStore.open(sqlite_url(tmp_path / "s.db"))
     # The loops are as good as off: the test sweeps and refreshes the live set itself.
     settings = EngineSettings(sweep_interval=3600.0, heartbeat_interval=3600.0)
-    engine = Engine(store, LosingBus(), registry=registry, settings=settings)
-    await engine.start()
-    try:
+    url = sqlite_url(tmp_path / "s.db")
+    async with running_engine(url, registry, LosingBus(), settings) as engine:
         yield engine
-    finally:
-        await engine.stop()
-        await store.close()
 
 
 async def other_process(engine: Engine, engine_id: str, roles: tuple[str, ...]) -> None:
