@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
 from converge.adapters.local_bus import LocalBus
-from converge.adapters.sql.store import sqlite_url
 from converge.api import Converge
 from converge.core.states import Action
 from converge.core.template import load_template
@@ -26,15 +24,15 @@ from support.world import Reality
 
 
 @pytest.fixture
-async def quick_sweeper(tmp_path: Path, registry: PluginRegistry) -> AsyncIterator[Engine]:
-    """An engine whose sweeper runs often and takes a process for dead after 0.3 s."""
+async def quick_sweeper(database_url: str, registry: PluginRegistry) -> AsyncIterator[Engine]:
+    """An engine (on SQLite, and on PostgreSQL) whose sweeper runs often and takes a
+    process for dead after 0.3 s."""
     settings = EngineSettings(sweep_interval=0.05, engine_stale_after=0.3)
-    url = sqlite_url(tmp_path / "s.db")
-    async with running_engine(url, registry, LocalBus(), settings) as engine:
+    async with running_engine(database_url, registry, LocalBus(), settings) as engine:
         yield engine
 
 
-async def _stored_but_never_started(engine: Engine, name: str) -> StackRecord:
+async def _stored_but_never_started(engine: Engine, name: str, template: str = PAIR) -> StackRecord:
     """What a client that died after its create's first commit leaves."""
     return await engine.ctx.store.create_stack(
         name,
@@ -43,7 +41,7 @@ async def _stored_but_never_started(engine: Engine, name: str) -> StackRecord:
         disable_rollback=False,
         timeout_mins=None,
         drift_policy="notify",
-        template=NewTemplate(load_template(PAIR).data, Environment().to_data(), {}, {}),
+        template=NewTemplate(load_template(template).data, Environment().to_data(), {}, {}),
     )
 
 
@@ -92,17 +90,38 @@ async def test_a_create_left_unstarted_that_cannot_be_prepared_fails_with_the_re
     """Its template no longer prepares here (a plugin this process lacks): the stack says
     so once, as a failed create does, instead of the sweeper trying at every sweep."""
     broken = "heat_template_version: 2021-04-16\nresources:\n  x: {type: No::Such}\n"
-    await quick_sweeper.ctx.store.create_stack(
-        "broken",
-        "default",
-        action=Action.CREATE,
-        disable_rollback=False,
-        timeout_mins=None,
-        drift_policy="notify",
-        template=NewTemplate(load_template(broken).data, Environment().to_data(), {}, {}),
-    )
+    await _stored_but_never_started(quick_sweeper, "broken", broken)
     stack = await asyncio.wait_for(Converge(quick_sweeper).wait("broken"), 20)
     assert stack.stack_status == "CREATE_FAILED"
     assert stack.stack_status_reason.startswith("Stack CREATE could not be started: ")
     assert "No::Such" in stack.stack_status_reason
     assert reality.log == []
+
+
+async def test_two_starts_of_an_unstarted_create_at_once_start_one_traversal(
+    database_url: str, registry: PluginRegistry, reality: Reality
+) -> None:
+    """The sweeper and a slow client starting the same create at the same moment."""
+    quiet = EngineSettings(sweep_interval=3600.0)
+    async with running_engine(database_url, registry, LocalBus(), quiet) as engine:
+        stored = await _stored_but_never_started(engine, "raced")
+        assert stored.raw_template_id is not None
+        definition = await engine.ctx.definitions.get(stored.raw_template_id)
+
+        async def start() -> str:
+            started = await engine.operations.converge(
+                stored.id, stored.raw_template_id or 0, definition, Action.CREATE, ending=""
+            )
+            return started.current_traversal
+
+        first, second = await asyncio.gather(start(), start())
+        assert first == second != ""
+        stack = await asyncio.wait_for(Converge(engine).wait("raced"), 20)
+        assert stack.stack_status == "CREATE_COMPLETE"
+        starts = [
+            e
+            for e in await engine.ctx.store.list_events(stored.id)
+            if e.resource_name == "raced" and e.status == "IN_PROGRESS"
+        ]
+        assert len(starts) == 1
+        assert len(reality.actions("create")) == 2
