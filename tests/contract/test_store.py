@@ -7,6 +7,7 @@ import asyncio
 import pytest
 from sqlalchemy.exc import StatementError
 
+from converge.adapters.sql.stacks import UNUSED_TEMPLATE_KEPT
 from converge.adapters.sql.store import SqlStore
 from converge.core.states import Action, Status
 from converge.core.traversal import STACK_NODE, GraphNode
@@ -362,6 +363,46 @@ async def test_purge_keeps_needed_templates(store: SqlStore) -> None:
     with pytest.raises(NotFound):
         await store.get_template(t1)
     assert (await store.get_template(t3)).template == {"a": 3}
+
+
+async def test_purge_drops_unused_templates_once_they_are_old(store: SqlStore) -> None:
+    """A template nothing uses is dropped once older than ``UNUSED_TEMPLATE_KEPT``, newer
+    ones than the oldest in use included: a row that keeps an old template in use (one no
+    later traversal converged) kept every later operation's template until the delete."""
+    stack_id = await new_stack(store)
+    oldest = await store.add_template(stack_id, {"a": 0}, {}, {}, {})  # a row keeps it
+    stored = [await store.add_template(stack_id, {"a": i}, {}, {}, {}) for i in (1, 2, 3)]
+    current = await store.add_template(stack_id, {"a": 4}, {}, {}, {})
+    await store.purge_stack_data(stack_id, [oldest, current])
+    for template_id in stored:  # fresh: an operation may be about to start with it
+        assert (await store.get_template(template_id)).template
+    later = store._clock() + UNUSED_TEMPLATE_KEPT + 1
+    store._clock = lambda: later
+    fresh = await store.add_template(stack_id, {"a": 5}, {}, {}, {})
+    await store.purge_stack_data(stack_id, [oldest, current])
+    for template_id in stored:
+        with pytest.raises(NotFound):
+            await store.get_template(template_id)
+    for template_id in (oldest, current, fresh):
+        assert (await store.get_template(template_id)).template
+
+
+async def test_an_operation_whose_template_was_purged_does_not_start(store: SqlStore) -> None:
+    stack_id = await new_stack(store)
+    template_id = await store.add_template(stack_id, {"a": 1}, {}, {}, {})
+    kept = await store.add_template(stack_id, {"a": 2}, {}, {}, {})
+    later = store._clock() + UNUSED_TEMPLATE_KEPT + 1
+    store._clock = lambda: later
+    await store.purge_stack_data(stack_id, [kept])
+    stack = await store.get_stack(stack_id)
+
+    def build(rows: list[ResourceRecord]) -> tuple[dict[str, object], dict[str, object]]:
+        return {"current_traversal": "t1", "raw_template_id": template_id}, {"nodes": []}
+
+    with pytest.raises(Conflict, match=r"template .* was removed as unused before"):
+        await store.start_traversal(stack_id, stack.atomic_key, [NewResource("a", "T")], build)
+    assert await store.get_stack(stack_id) == stack  # nothing changed
+    assert await store.list_resources(stack_id) == []
 
 
 async def test_a_row_reads_the_same_by_every_path(store: SqlStore) -> None:

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from converge.adapters.sql.entities import EntityStore
+from converge.adapters.sql.stacks import UNUSED_TEMPLATE_KEPT
 from converge.adapters.sql.store import SqlStore
 from converge.core.baseline import observation
 from converge.core.traversal import GraphNode, TraversalGraph
@@ -383,3 +384,35 @@ async def test_a_finish_sees_the_traversal_started_while_it_ran(
         starting.commit()
     finished = await asyncio.wait_for(finishing, 10)
     assert finished.stored and finished.current_traversal == "t2"
+
+
+async def test_a_purge_waits_for_an_operation_starting_with_an_old_template(
+    stores: list[SqlStore],
+) -> None:
+    """An unused template past ``UNUSED_TEMPLATE_KEPT`` is dropped, unless an operation is
+    starting with it at that moment: the purge waits for that start and then finds it in
+    use. Had it read the stack without waiting, it would drop the template of the
+    traversal just started (whose workers could then not load it)."""
+    purging_store, starting_store = stores[0], stores[1]
+    stack_id = await new_stack(purging_store)
+    kept = await purging_store.add_template(stack_id, {"a": 0}, {}, {}, {})
+    old = await purging_store.add_template(stack_id, {"a": 1}, {}, {}, {})
+    later = purging_store._clock() + UNUSED_TEMPLATE_KEPT + 1
+    purging_store._clock = lambda: later
+    engine = starting_store._engine
+    with engine.connect() as starting:  # an operation's start: not yet committed
+        if engine.dialect.name == "postgresql":
+            starting.execute(
+                sa.text("SELECT atomic_key FROM stack WHERE id = :id FOR UPDATE"), {"id": stack_id}
+            )
+        starting.execute(
+            sa.text("UPDATE stack SET raw_template_id = :t WHERE id = :id"),
+            {"t": old, "id": stack_id},
+        )
+        purging = asyncio.create_task(purging_store.purge_stack_data(stack_id, [kept]))
+        await asyncio.sleep(0.3)
+        assert not purging.done(), "the purge did not wait for the start"
+        starting.commit()
+    await asyncio.wait_for(purging, 10)
+    assert (await purging_store.get_template(old)).template == {"a": 1}
+    assert (await purging_store.get_stack(stack_id)).raw_template_id == old

@@ -51,6 +51,11 @@ _FIND_LIVE_STACK = _FIND_STACK.where(t.stack.c.deleted_marker == "")
 _NEXT_RESOURCE_IDS = sa.text(
     "SELECT nextval(pg_get_serial_sequence('resource', 'id')) FROM generate_series(1, :count)"
 )
+# How long a template nothing uses is kept: an operation stores its template, then starts
+# (seconds later; a create left unstarted is started by the sweeper within a minute).
+# Past this, an unused template is the input of an operation that never started (refused,
+# or its process died) and is dropped; one that starts later still is refused by its start.
+UNUSED_TEMPLATE_KEPT = 3600.0
 # Read by a finish, as its last word on whether the traversal it worked for is still the
 # stack's: locked (FOR KEY SHARE on PostgreSQL) so that it waits for a traversal being
 # started (which locks the stack FOR UPDATE) and sees it. See ``postgres_hot._CURRENT``.
@@ -304,6 +309,14 @@ class StacksMixin(TemplatesMixin, ResourcesMixin):
                 return None
             rows = self._insert_resources(conn, stack_id, new_resources)
             changes, graph = build(rows)
+            template_id = changes.get("raw_template_id")
+            if template_id is not None and not _has_template(conn, stack_id, template_id):
+                # Purged as unused (``UNUSED_TEMPLATE_KEPT``): it was stored long ago.
+                raise Conflict(
+                    f"stack {stack_id}: the operation's template (stored more than "
+                    f"{UNUSED_TEMPLATE_KEPT / 60:.0f} minutes ago) was removed as unused "
+                    "before the operation started; run the operation again"
+                )
             values = dict(changes)
             values["current_deps"] = graph
             if not self._cas_stack(conn, stack_id, values, expected_key, None):
@@ -346,13 +359,18 @@ class StacksMixin(TemplatesMixin, ResourcesMixin):
     def _purge_stack_data(self, stack_id: str, keep: tuple[int, ...]) -> None:
         with self._tx() as conn:
             # Only reports of settled traversals: a traversal started since must keep its own.
+            # The row is locked (FOR SHARE: PostgreSQL; SQLite's writes are serial) until
+            # the purge commits: an operation starting meanwhile (which locks it FOR UPDATE)
+            # waits, then finds its template gone or in use, never used and then dropped.
             current = conn.execute(
                 sa.select(
                     t.stack.c.current_traversal,
                     t.stack.c.status,
                     t.stack.c.raw_template_id,
                     t.stack.c.prev_raw_template_id,
-                ).where(t.stack.c.id == stack_id)
+                )
+                .where(t.stack.c.id == stack_id)
+                .with_for_update(read=True)
             ).one_or_none()
             for table in (t.sync_report, t.sync_point, t.sync_part):
                 purge = table.delete().where(table.c.stack_id == stack_id)
@@ -381,9 +399,13 @@ class StacksMixin(TemplatesMixin, ResourcesMixin):
                 t.raw_template.delete().where(
                     t.raw_template.c.stack_id == stack_id,
                     t.raw_template.c.id.not_in(in_use),
-                    # Only what is older than everything in use: a newer template may
-                    # belong to an operation stored but not started yet.
-                    t.raw_template.c.id < min(in_use),
+                    sa.or_(
+                        t.raw_template.c.id < min(in_use),
+                        # A newer one may belong to an operation stored but not started
+                        # yet: kept a while. A resource no update touched keeps an old
+                        # template in use, so the first rule alone kept every later one.
+                        t.raw_template.c.created_at < self._clock() - UNUSED_TEMPLATE_KEPT,
+                    ),
                 )
             )
 
@@ -401,6 +423,15 @@ class StacksMixin(TemplatesMixin, ResourcesMixin):
             conn.execute(t.sync_point.delete().where(t.sync_point.c.stack_id == stack_id))
             conn.execute(t.sync_part.delete().where(t.sync_part.c.stack_id == stack_id))
             conn.execute(t.raw_template.delete().where(t.raw_template.c.stack_id == stack_id))
+
+
+def _has_template(conn: Connection, stack_id: str, template_id: int) -> bool:
+    found = conn.execute(
+        sa.select(t.raw_template.c.id).where(
+            t.raw_template.c.id == template_id, t.raw_template.c.stack_id == stack_id
+        )
+    ).first()
+    return found is not None
 
 
 def _id(record: ResourceRecord) -> int:
