@@ -4,6 +4,7 @@ under CI=true). Every test has its own namespace of queues and exchange, deleted
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -177,6 +178,36 @@ async def test_reconnects_after_the_broker_went_away(
         got = await asyncio.wait_for(anext(aiter(subscription)), 15)
         assert got == {"after": "reconnect"}
         await worker.close()
+    finally:
+        await link.down()
+
+
+async def test_work_sent_while_the_broker_is_away_is_held_and_sent_when_it_is_back(
+    buses: Callable[..., AmqpBus], rabbitmq_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Past ``send_timeout`` the sender goes on and holds the message; once the broker is
+    back it is sent, with no send of its own (it was dropped: left to the sweeper, which
+    waits minutes for a quiet traversal while the workers are busy)."""
+    caplog.set_level(logging.INFO, logger="converge.adapters.amqp")
+    link = FlakyLink(("127.0.0.1", 5672))
+    await link.up()
+    proxied_url = rabbitmq_url.replace(":5672", f":{link.port}")
+    try:
+        received: list[tuple[str, int]] = []
+        await buses().start(handled_into(received, "worker"))
+        sender = buses(proxied_url, send_timeout=0.3)
+        await sender.send_work({"n": 1})
+        await until(lambda: received == [("worker", 1)])
+        await link.down()
+        await asyncio.sleep(0.3)
+        await asyncio.wait_for(sender.send_work({"n": 2}), 5)  # not waiting for the broker
+        await asyncio.wait_for(sender.send_work({"n": 3}), 5)
+        assert "holding a work message" in caplog.text
+        await asyncio.sleep(0.5)
+        assert received == [("worker", 1)]
+        await link.up()
+        await until(lambda: sorted(n for _, n in received) == [1, 2, 3], timeout=15)
+        assert "sent 2 held work messages" in caplog.text
     finally:
         await link.down()
 

@@ -11,9 +11,10 @@ Notifications go to a topic exchange, routed by topic (``entity.<type>``,
 ``subscribe`` returns once the broker has confirmed the binding.
 
 The connection is robust: after a broker restart it reconnects and restores queues,
-bindings and consumers. Anything sent while it is down is waited for a while, then
-dropped with a warning; messages are hints, and the sweeper re-sends ready work from the
-database.
+bindings and consumers. Anything sent while it is down is waited for a while; then a
+notification is dropped with a warning, and a work message is held by this process and
+sent once the broker is back. Messages are hints: the sweeper re-sends ready work from
+the database when one is lost all the same (this process died holding it).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import contextlib
 import logging
 import socket
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import aio_pika
@@ -47,6 +48,10 @@ ALL_TOPICS = "*"
 # The most unacknowledged messages AMQP lets a channel hold (prefetch-count is 16 bits).
 MOST_PREFETCH = 65535
 _SEND_ERRORS = (AMQPError, ChannelInvalidStateError, ConnectionError, asyncio.TimeoutError)
+# Work messages a process holds while the broker is away (past ``send_timeout``), to send
+# once it is back; the oldest beyond this are dropped. Dropping them all left their work to
+# the sweeper, which waits minutes for a quiet traversal while the workers are busy.
+MOST_HELD = 10_000
 
 
 class BusError(Unavailable):
@@ -109,6 +114,8 @@ class AmqpBus:
         self._declared_host_queues: set[str] = set()
         self._subscriptions: set[AmqpSubscription] = set()
         self._connecting = asyncio.Lock()
+        self._held: deque[tuple[str, Callable[[], Awaitable[Any]]]] = deque()
+        self._resending: asyncio.Task[None] | None = None
 
     # --- names -------------------------------------------------------------------------
 
@@ -181,6 +188,17 @@ class AmqpBus:
         self._handler = None
         await self._acks.sent()  # work done here is not delivered again
         connection, self._connection = self._connection, None
+        if self._resending is not None:
+            self._resending.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._resending
+        if self._held:
+            log.warning(
+                "%d held work messages not sent (the broker stayed away): "
+                "the sweeper re-sends their work",
+                len(self._held),
+            )
+            self._held.clear()
         if connection is None:
             return
         # Channels first, each awaited: closing only the connection leaves every channel's
@@ -218,7 +236,12 @@ class AmqpBus:
             delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
         )
         channel = self._publishing
-        await self._send(lambda: channel.default_exchange.publish(body, routing_key=queue), queue)
+
+        def publish() -> Awaitable[Any]:
+            return channel.default_exchange.publish(body, routing_key=queue)
+
+        if not await self._send(publish, queue):
+            self._hold(queue, publish)
 
     async def _deliver(self, incoming: AbstractIncomingMessage) -> None:
         """One work message: start it, wait until it is done, then acknowledge it."""
@@ -255,7 +278,8 @@ class AmqpBus:
         exchange = self._notifications
         assert exchange is not None
         body = aio_pika.Message(json_codec.dumps(message).encode(), content_type="application/json")
-        await self._send(lambda: exchange.publish(body, routing_key=topic), topic)
+        if not await self._send(lambda: exchange.publish(body, routing_key=topic), topic):
+            log.warning("dropped a notification to %s: the broker is unavailable", topic)
 
     async def subscribe(self, topic: str) -> AmqpSubscription:
         """Bind a queue of this subscriber's own to ``topic``; returns once it is bound."""
@@ -271,8 +295,9 @@ class AmqpBus:
 
     # --- sending through outages -------------------------------------------------------
 
-    async def _send(self, publish: Any, where: str) -> None:
-        """Publish, waiting out a reconnection up to ``send_timeout``; then give up quietly.
+    async def _send(self, publish: Any, where: str) -> bool:
+        """Publish, waiting out a reconnection up to ``send_timeout``; False when it gave
+        up (the broker is away).
 
         A broker that is connected but slow to confirm (busy, or holding publishers back
         under a resource alarm) is waited for however long it takes: that is backpressure.
@@ -293,12 +318,44 @@ class AmqpBus:
                         raise
                     log.info("broker slow to confirm a message to %s: still waiting", where)
                     await publishing
-                return
+                return True
             except _SEND_ERRORS as exc:
                 if loop.time() >= deadline or self._connection is None:
-                    log.warning("dropped a message to %s, broker unavailable: %s", where, exc)
-                    return
+                    log.info("gave up sending to %s, broker unavailable: %s", where, exc)
+                    return False
                 await self._reconnected(deadline - loop.time())
+
+    def _hold(self, queue: str, publish: Callable[[], Awaitable[Any]]) -> None:
+        """Keep a work message the broker could not take, to send once it is back."""
+        if self._connection is None:
+            log.warning("dropped a work message to %s: the bus is closed", queue)
+            return
+        if len(self._held) >= MOST_HELD:
+            dropped, _ = self._held.popleft()
+            log.warning("dropped the oldest held work message (to %s): too many held", dropped)
+        self._held.append((queue, publish))
+        log.warning(
+            "broker unavailable: holding a work message to %s until it is back (%d held)",
+            queue,
+            len(self._held),
+        )
+        if self._resending is None or self._resending.done():
+            self._resending = asyncio.get_running_loop().create_task(
+                self._send_held(), name="converge-amqp-send-held"
+            )
+
+    async def _send_held(self) -> None:
+        """Send the held messages, oldest first, each time the connection is back."""
+        sent = 0
+        while self._held and (connection := self._connection) is not None:
+            await connection.connected.wait()
+            queue, publish = self._held.popleft()
+            if await self._send(publish, queue):
+                sent += 1
+            else:  # away again: first in line for the next time it is back
+                self._held.appendleft((queue, publish))
+        if sent:
+            log.info("sent %d held work messages: the broker is back", sent)
 
     def _is_connected(self) -> bool:
         connection = self._connection
