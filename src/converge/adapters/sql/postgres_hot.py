@@ -251,8 +251,10 @@ class PostgresHotPath:
         mode = _finish_mode(resource is not None, delete, kept is not None, values is not None)
         names = tuple(written or ())
         loads = load_next is not None
+        counted_here = any(expected > 1 for _rid, _upd, _data, expected, _part in targets)
         sql = self._statement(
-            ("finish", mode, names, loads), lambda: _finish_statement(mode, names, loads)
+            ("finish", mode, names, loads, counted_here),
+            lambda: _finish_statement(mode, names, loads, counted_here),
         )
         params: dict[str, Any] = {
             "stack_id": stack_id,
@@ -391,12 +393,17 @@ def _finish_mode(has_row: bool, delete: bool, has_kept: bool, has_values: bool) 
 # and the start waits for this statement's commit, after which the newer checks find the
 # row released. KEY SHARE: finishes do not wait for each other.
 _CURRENT = "(SELECT current_traversal FROM stack WHERE id = %(stack_id)s FOR KEY SHARE)"
+_TARGET_KEY = "p.target_resource_id = g.rid AND p.target_is_update = g.upd"
 
 
-def _finish_statement(mode: str, names: Sequence[str], loads_next: bool = False) -> str:
+def _finish_statement(
+    mode: str, names: Sequence[str], loads_next: bool = False, counts: bool = True
+) -> str:
     """The finish as one statement: every write depends on ``ok`` (the row's
     compare-and-swap won, or there was no row to write), like a rolled-back transaction.
-    ``loads_next``: the final SELECT also reads the stack and the row ``next_id``."""
+    ``loads_next``: the final SELECT also reads the stack and the row ``next_id``.
+    ``counts``: some target waits for more than this report, so its counters are kept;
+    without, a variant with none of them (a chain's link: a smaller plan to run)."""
     current = _CURRENT
     writes = {
         "none": "",
@@ -412,7 +419,6 @@ def _finish_statement(mode: str, names: Sequence[str], loads_next: bool = False)
         ),
     }[mode]
     ok = "true" if mode == "none" else "EXISTS (SELECT 1 FROM w)"
-    target_key = "p.target_resource_id = g.rid AND p.target_is_update = g.upd"
     return (
         f"WITH {writes}ok AS (SELECT {ok} AS ok), "
         f"ev AS (INSERT INTO event (stack_id, {', '.join(_EVENT_COLUMNS)}, created_at) "
@@ -424,32 +430,43 @@ def _finish_statement(mode: str, names: Sequence[str], loads_next: bool = False)
         "sender_resource_id, sender_is_update, stack_id, data) "
         "SELECT %(traversal_id)s, g.rid, g.upd, %(sender_id)s, %(sender_is_update)s, "
         "%(stack_id)s, g.data FROM g WHERE (SELECT ok FROM ok) ORDER BY g.pos "
-        "ON CONFLICT DO NOTHING RETURNING target_resource_id, target_is_update), "
-        # Only a first report counts; the upsert's row lock serializes racing reporters.
-        # A big fan-in's report counts in its group's row first (``sync_part``).
-        "pc AS (INSERT INTO sync_part (traversal_id, target_resource_id, target_is_update, "
-        "part, stack_id, received) SELECT %(traversal_id)s, g.rid, g.upd, g.part, "
-        f"%(stack_id)s, 1 FROM g JOIN rep p ON {target_key} WHERE g.parts > 0 "
-        "ORDER BY g.pos ON CONFLICT (traversal_id, target_resource_id, target_is_update, "
-        "part) DO UPDATE SET received = sync_part.received + 1 "
-        "RETURNING target_resource_id, target_is_update, received), "
-        # Every group row is locked before any target's row (the scalar sub-select reads
-        # ``pc`` to its end first), as ``sync_points`` does: one lock order for all.
-        "cnt AS (INSERT INTO sync_point (traversal_id, target_resource_id, target_is_update, "
-        "stack_id, received) SELECT %(traversal_id)s, g.rid, g.upd, %(stack_id)s, 1 "
-        f"FROM g JOIN rep p ON {target_key} WHERE g.expected > 1 "
-        "AND (SELECT count(*) FROM pc) >= 0 AND (g.parts = 0 OR EXISTS (SELECT 1 FROM pc "
-        "WHERE pc.target_resource_id = g.rid AND pc.target_is_update = g.upd "
-        "AND pc.received = g.psize)) ORDER BY g.pos "
-        "ON CONFLICT (traversal_id, target_resource_id, target_is_update) "
-        "DO UPDATE SET received = sync_point.received + 1 "
-        "RETURNING target_resource_id, target_is_update, received) "
-        f"SELECT (SELECT ok FROM ok), {current}, "
+        "ON CONFLICT DO NOTHING RETURNING target_resource_id, target_is_update)"
+        + (_COUNTERS if counts else " ")
+        + f"SELECT (SELECT ok FROM ok), {current}, "
         "(SELECT json_agg(json_build_array(target_resource_id, target_is_update)) FROM rep), "
-        "(SELECT json_agg(json_build_array(target_resource_id, target_is_update, received)) "
-        "FROM cnt), "
-        "(SELECT json_agg(json_build_array(p.target_resource_id, p.target_is_update, "
-        f"p.received)) FROM sync_point p JOIN g ON {target_key} "
-        "WHERE p.traversal_id = %(traversal_id)s AND g.expected > 1)"
+        + (_COUNTED if counts else "NULL, NULL")
         + (f", {_STACK_JSON}, {_NEXT_RESOURCE_JSON}" if loads_next else "")
     )
+
+
+# A finish's counters (``_finish_statement``, when a target waits for several reports):
+_COUNTERS = (
+    ", "
+    # Only a first report counts; the upsert's row lock serializes racing reporters.
+    # A big fan-in's report counts in its group's row first (``sync_part``).
+    "pc AS (INSERT INTO sync_part (traversal_id, target_resource_id, target_is_update, "
+    "part, stack_id, received) SELECT %(traversal_id)s, g.rid, g.upd, g.part, "
+    f"%(stack_id)s, 1 FROM g JOIN rep p ON {_TARGET_KEY} WHERE g.parts > 0 "
+    "ORDER BY g.pos ON CONFLICT (traversal_id, target_resource_id, target_is_update, "
+    "part) DO UPDATE SET received = sync_part.received + 1 "
+    "RETURNING target_resource_id, target_is_update, received), "
+    # Every group row is locked before any target's row (the scalar sub-select reads
+    # ``pc`` to its end first), as ``sync_points`` does: one lock order for all.
+    "cnt AS (INSERT INTO sync_point (traversal_id, target_resource_id, target_is_update, "
+    "stack_id, received) SELECT %(traversal_id)s, g.rid, g.upd, %(stack_id)s, 1 "
+    f"FROM g JOIN rep p ON {_TARGET_KEY} WHERE g.expected > 1 "
+    "AND (SELECT count(*) FROM pc) >= 0 AND (g.parts = 0 OR EXISTS (SELECT 1 FROM pc "
+    "WHERE pc.target_resource_id = g.rid AND pc.target_is_update = g.upd "
+    "AND pc.received = g.psize)) ORDER BY g.pos "
+    "ON CONFLICT (traversal_id, target_resource_id, target_is_update) "
+    "DO UPDATE SET received = sync_point.received + 1 "
+    "RETURNING target_resource_id, target_is_update, received) "
+)
+# ... and what they say: the counts this finish made, and every counted target's count.
+_COUNTED = (
+    "(SELECT json_agg(json_build_array(target_resource_id, target_is_update, received)) "
+    "FROM cnt), "
+    "(SELECT json_agg(json_build_array(p.target_resource_id, p.target_is_update, "
+    f"p.received)) FROM sync_point p JOIN g ON {_TARGET_KEY} "
+    "WHERE p.traversal_id = %(traversal_id)s AND g.expected > 1)"
+)
