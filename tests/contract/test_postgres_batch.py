@@ -18,6 +18,7 @@ import pytest
 from converge.adapters.sql import postgres_batch
 from converge.adapters.sql.store import SqlStore
 from converge.core.traversal import GraphNode
+from converge.records import NewEvent
 from support.store_rows import named, stack_with_rows
 
 CHECKS = 200
@@ -98,6 +99,85 @@ async def test_many_checks_each_claim_and_finish_once(store: SqlStore, batches: 
     after = await store.list_resources(stack_id)
     assert {(r.engine_id, r.status_reason) for r in after} == {(None, "done")}
     assert sum(batches) > len(batches)  # fewer round trips than statements
+
+
+@pytest.fixture
+def joins(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many statements every joined statement was made of."""
+    sizes: list[int] = []
+    join = postgres_batch._join
+
+    def counting(statements: list[Any]) -> Any:
+        sizes.append(len(statements))
+        return join(statements)
+
+    monkeypatch.setattr(postgres_batch, "_join", counting)
+    return sizes
+
+
+async def _claim(store: SqlStore, row: Any, key: int, engine: str) -> Any:
+    """A check's claim: the row as read given (its result is merged, not read back)."""
+    return await store.update_resource(
+        row.id,
+        key,
+        {"engine_id": engine, "status_reason": "claimed"},
+        events=[NewEvent(row.name, "T", "CREATE", "IN_PROGRESS", f"by {engine}", None)],
+        stack_id=row.stack_id,
+        current=row,
+    )
+
+
+async def test_claims_of_many_rows_go_as_one_statement_each_with_its_own_outcome(
+    store: SqlStore, joins: list[int]
+) -> None:
+    """Claims of many rows at once are joined into one statement per batch; each keeps
+    its own compare-and-swap (a stale key loses, one row claimed twice is won once) and
+    its events are stored only when it won."""
+    stack_id, rows = await _stack_with_rows(store, CHECKS)
+    stale = {row.id for row in rows[::7]}
+    twice = [row for row in rows[1::10] if row.id not in stale]
+    claims = [
+        _claim(store, row, row.atomic_key - 1 if row.id in stale else row.atomic_key, "e1")
+        for row in rows
+    ] + [_claim(store, row, row.atomic_key, "e2") for row in twice]
+    results = await asyncio.gather(*claims)
+    assert joins and max(joins) > 1  # joined
+    won = [row for row in results if row is not None]
+    by_id = {row.id: row for row in won}
+    assert set(by_id) == {row.id for row in rows} - stale
+    assert len(won) == len(by_id)  # a row claimed twice was won once
+    after = {row.id: row for row in await store.list_resources(stack_id)}
+    for row in rows:
+        if row.id in stale:
+            assert after[row.id] == row  # untouched
+        else:
+            assert after[row.id] == by_id[row.id]  # as the winner was told
+            assert after[row.id].atomic_key == row.atomic_key + 1
+    events = await store.list_events(stack_id)
+    assert sorted((e.resource_name, e.reason) for e in events) == sorted(
+        (row.name, f"by {row.engine_id}") for row in won
+    )
+
+
+async def test_a_joined_claim_that_fails_fails_alone(store: SqlStore, joins: list[int]) -> None:
+    """One row's value is refused by the server: the joined statement wrote nothing, and
+    each claim runs again alone; that one gets its error, the others are won."""
+    stack_id, rows = await _stack_with_rows(store, 6)
+    assert store._pg is not None
+    store._pg._size = 1
+    async with store._pg._pool().connection():  # the only connection, held: all queue
+        claims = [
+            asyncio.ensure_future(_claim(store, row, row.atomic_key, "e" * (40 if i == 2 else 1)))
+            for i, row in enumerate(rows)
+        ]
+        await asyncio.sleep(0.05)
+    results = await asyncio.gather(*claims, return_exceptions=True)
+    assert joins == [6]
+    assert isinstance(results[2], psycopg.errors.StringDataRightTruncation)
+    assert all(r.engine_id == "e" for i, r in enumerate(results) if i != 2)
+    after = {row.id: row for row in await store.list_resources(stack_id)}
+    assert after[rows[2].id] == rows[2]
+    assert len(await store.list_events(stack_id)) == 5
 
 
 async def test_a_failing_statement_loses_none_of_the_others(store: SqlStore) -> None:

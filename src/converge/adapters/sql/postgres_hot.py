@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from psycopg.types.json import set_json_loads
 
 from converge.adapters import json_codec
 from converge.adapters.sql import tables as t
-from converge.adapters.sql.postgres_batch import SharedKey, StatementBatcher
+from converge.adapters.sql.postgres_batch import Joinable, SharedKey, StatementBatcher
 from converge.adapters.sql.postgres_loads import LoadCoalescer
 from converge.adapters.sql.postgres_pool import Connection, LoopConnections
 from converge.adapters.sql.postgres_rows import RESOURCE as _RESOURCE
@@ -206,11 +207,29 @@ class PostgresHotPath:
             ("cas", names, with_events, read_back),
             lambda: _cas_statement(names, with_events, read_back),
         )
-        params = _cas_params(resource_id, expected_key, values)
-        if with_events:
-            assert stack_id is not None
-            params.update(_event_params(stack_id, events, now))
-        found = await self._one(sql, params, order=resource_id)
+
+        def alone() -> tuple[str, dict[str, Any]]:
+            params = _cas_params(resource_id, expected_key, values)
+            if with_events:
+                assert stack_id is not None
+                params.update(_event_params(stack_id, events, now))
+            return sql, params
+
+        if read_back:
+            found = await self._one(*alone(), order=resource_id)
+        else:  # sent with the others of its kind in the batch as one (a busy worker's claims)
+            kind = ("cas-joined", names, with_events)
+            row = {"rid": resource_id, "akey": expected_key, "vals": values}
+            if with_events:
+                row.update(sid=stack_id, ts=now, evs=_event_rows(events))
+            joined = self._statement(kind, lambda: _cas_joined_statement(names, with_events))
+            found = await self._batcher().submit(
+                "",
+                {},
+                order=resource_id,
+                build=alone,
+                joinable=Joinable(kind, row, partial(_joined_params, joined)),
+            )
         if found is None:
             return False, None
         return True, _RESOURCE.row(found[0]) if read_back else None
@@ -342,11 +361,16 @@ def _cas_params(resource_id: int, expected_key: int, values: Mapping[str, Any]) 
 
 
 def _event_params(stack_id: str, events: Sequence[Mapping[str, Any]], now: float) -> dict[str, Any]:
-    return {
-        "stack_id": stack_id,
-        "now": now,
-        "events": json_codec.dumps([{c: event[c] for c in _EVENT_COLUMNS} for event in events]),
-    }
+    return {"stack_id": stack_id, "now": now, "events": json_codec.dumps(_event_rows(events))}
+
+
+def _event_rows(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [{c: event[c] for c in _EVENT_COLUMNS} for event in events]
+
+
+def _joined_params(sql: str, rows: Sequence[Mapping[str, Any]]) -> tuple[str, Mapping[str, Any]]:
+    """A joined statement (``Joinable``) and its one parameter: every row, numbered."""
+    return sql, {"rows": json_codec.dumps([{**row, "i": i} for i, row in enumerate(rows)])}
 
 
 def _assignments(names: Sequence[str]) -> str:
@@ -372,6 +396,39 @@ def _cas_statement(names: Sequence[str], with_events: bool, read_back: bool) -> 
     return (
         f"WITH won AS (UPDATE resource SET {_assignments(names)} WHERE {_ROW_KEY} "
         f"RETURNING {returning}){events} SELECT {result} FROM won"
+    )
+
+
+def _cas_joined_statement(names: Sequence[str], with_events: bool) -> str:
+    """The compare-and-swaps of several rows, each with its own expected key (and its
+    events, inserted only when it won), as one statement: its one value lists the
+    positions of the rows it wrote (``postgres_batch.Joinable``). A row given twice is
+    written at most once (PostgreSQL's UPDATE … FROM), as two compare-and-swaps of one
+    key would."""
+    unknown = set(names) - set(_RESOURCE.columns)
+    if unknown:
+        raise ValueError(f"resource has no column {sorted(unknown)}")
+    assigned = ", ".join(f"{name} = x.{name}" for name in names)
+    extra = ", v.sid, v.ts, v.evs" if with_events else ""
+    events = (
+        f", ev AS (INSERT INTO event (stack_id, {', '.join(_EVENT_COLUMNS)}, created_at) "
+        f"SELECT won.sid, {', '.join(f'e.{c}' for c in _EVENT_COLUMNS)}, won.ts "
+        "FROM won CROSS JOIN LATERAL json_to_recordset(won.evs) AS e("
+        + ", ".join(f"{c} text" for c in _EVENT_COLUMNS)
+        + "))"
+        if with_events
+        else ""
+    )
+    return (
+        "WITH v AS (SELECT * FROM json_to_recordset(%(rows)s::json) AS v(i int, rid int, "
+        "akey int, vals json, sid text, ts double precision, evs json)), "
+        f"won AS (UPDATE resource SET {assigned} FROM v CROSS JOIN LATERAL "
+        "json_populate_record(NULL::resource, v.vals) AS x "
+        # The ids as an array too: an index scan for them, whatever the planner thinks
+        # of the table (a hash join over it read 10,000 rows for 64 claims).
+        "WHERE resource.id = ANY(ARRAY(SELECT rid FROM v)) "
+        f"AND resource.id = v.rid AND resource.atomic_key = v.akey RETURNING v.i{extra})"
+        f"{events} SELECT (SELECT json_agg(i) FROM won)"
     )
 
 
