@@ -388,12 +388,17 @@ class DriftHandler:
                 return
         now = self.ctx.clock.now()
         stable_after = self.ctx.settings.heal_policy.stable_after
+        to_heal: set[str] = set()
         for stack in stacks.values():
             if stack.drift_policy == DriftPolicy.IGNORE or not _may_heal(stack):
                 continue
             healing = stack.drift_policy == DriftPolicy.HEAL
             for row in await self.ctx.store.list_resources(stack.id):
-                if _never_confirmed(row):
+                if _given_up(row) and stack.status != Status.FAILED:
+                    # Given up on, its stack not told (a process stopped in between: the
+                    # stack says COMPLETE): the heal pass says so (``_heal``).
+                    to_heal.add(stack.id)
+                elif _never_confirmed(row):
                     # The synchronizer never saw it: gone before its first sample (or while
                     # no synchronizer ran), so no sampler can notice that it is missing.
                     later.add((stack.id, row.id))
@@ -405,7 +410,6 @@ class DriftHandler:
                     )
                     if row.drift_status in _DRIFTED or recently_healed:
                         later.add((stack.id, row.id))
-        to_heal: set[str] = set()
         for stack_id, resource_id in sorted(later):
             owner = stacks.get(stack_id)
             found = await self.ctx.store.get_resource(resource_id)
