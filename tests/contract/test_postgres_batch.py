@@ -17,7 +17,7 @@ import pytest
 
 from converge.adapters.sql import postgres_batch
 from converge.adapters.sql.store import SqlStore
-from converge.core.traversal import GraphNode
+from converge.core.traversal import GraphNode, TraversalGraph
 from converge.records import NewEvent
 from support.store_rows import named, stack_with_rows
 
@@ -157,6 +157,48 @@ async def test_claims_of_many_rows_go_as_one_statement_each_with_its_own_outcome
     assert sorted((e.resource_name, e.reason) for e in events) == sorted(
         (row.name, f"by {row.engine_id}") for row in won
     )
+
+
+async def test_finishes_into_one_group_of_a_big_fan_in_go_as_one_statement(
+    store: SqlStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finishes of many rows into a big fan-in: those of one group in a batch are one
+    statement; every row is written once, and the target fires once."""
+    kinds: list[Any] = []
+    join = postgres_batch._join
+
+    def recording(statements: list[Any]) -> Any:
+        kinds.append((statements[0].joinable.kind[0], len(statements)))
+        return join(statements)
+
+    monkeypatch.setattr(postgres_batch, "_join", recording)
+    stack_id, rows = await _stack_with_rows(store, CHECKS)
+    target = GraphNode(10**6, True)
+    graph = TraversalGraph()
+    for row in rows:
+        graph.add_edge(target, GraphNode(row.id, True))
+
+    async def finish(row: Any) -> list[GraphNode]:
+        node = GraphNode(row.id, True)
+        stored, ready, _current, _ = await store.finish_node(
+            stack_id,
+            "t",
+            node,
+            resource_id=row.id,
+            expected_key=row.atomic_key,
+            changes={"status_reason": "done"},
+            reports={target: {"from": row.id}},
+            expected_counts={target: CHECKS},
+            fan_in={target: graph.fan_in_part(target, node)},  # type: ignore[dict-item]
+        )
+        assert stored
+        return ready
+
+    results = await asyncio.gather(*(finish(row) for row in rows))
+    assert [ready for ready in results if ready] == [[target]]
+    assert any(kind == "finish-joined" and size > 1 for kind, size in kinds)
+    assert await store.count_reports("t", target) == CHECKS
+    assert {r.status_reason for r in await store.list_resources(stack_id)} == {"done"}
 
 
 async def test_a_joined_claim_that_fails_fails_alone(store: SqlStore, joins: list[int]) -> None:

@@ -23,7 +23,7 @@ from converge.adapters.sql.store import SqlStore
 from converge.core.baseline import observation
 from converge.core.traversal import GraphNode, TraversalGraph
 from converge.messages import ChangeKind
-from converge.records import NewResource, ServiceRecord
+from converge.records import NewEvent, NewResource, ResourceRecord, ServiceRecord
 from support.store_rows import named, new_stack, stack_with_rows
 
 PROCESSES = 4
@@ -184,6 +184,49 @@ async def test_racing_reporters_fire_a_big_fan_in_exactly_once(
     assert all(ready in ([], [target]) for ready in results[FAN_IN:])
     assert await stores[0].count_reports("t", target) == FAN_IN
     assert await report(5) == [target]  # re-announced once complete
+
+
+@pytest.mark.parametrize("repeat", [False, True])
+async def test_racing_finishes_of_rows_fire_a_big_fan_in_exactly_once(
+    stores: list[SqlStore], repeat: bool
+) -> None:
+    """The same with rows to write (each finish a compare-and-swap; on PostgreSQL the
+    finishes of one group in a batch are one statement): each row is written once (a
+    repeated delivery loses its compare-and-swap), its events and report stored once,
+    and the target fires exactly once."""
+    stack_id, rows = await stack_with_rows(stores[0], named(FAN_IN))
+    target = GraphNode(100_000, True)
+    graph = TraversalGraph()
+    for row in rows:
+        graph.add_edge(target, GraphNode(row.id, True))
+
+    async def finish(row: ResourceRecord) -> tuple[bool, list[GraphNode]]:
+        node = GraphNode(row.id, True)
+        part = graph.fan_in_part(target, node, FAN_IN_PART)
+        assert part is not None
+        stored, ready, _current, _ = await stores[row.id % PROCESSES].finish_node(
+            stack_id,
+            "t",
+            node,
+            resource_id=row.id,
+            expected_key=row.atomic_key,
+            changes={"status_reason": "done"},
+            events=[NewEvent(row.name, "T", "CREATE", "COMPLETE", "done", None)],
+            reports={target: {"sender": row.id}},
+            expected_counts={target: FAN_IN},
+            fan_in={target: part},
+        )
+        return stored, ready
+
+    deliveries = rows + (rows[::7] if repeat else [])
+    results = await asyncio.gather(*(finish(row) for row in deliveries))
+    assert sum(stored for stored, _ in results) == FAN_IN
+    fired = [ready for _, ready in results if ready]
+    assert fired == [[target]], f"fired {len(fired)} times"
+    assert await stores[0].count_reports("t", target) == FAN_IN
+    after = await stores[0].list_resources(stack_id)
+    assert {(r.status_reason, r.atomic_key) for r in after} == {("done", rows[0].atomic_key + 1)}
+    assert len(await stores[0].list_events(stack_id)) == FAN_IN
 
 
 async def test_senders_reporting_to_two_big_fan_ins_and_a_small_one(

@@ -29,9 +29,10 @@ When the connection is lost instead, every statement of the batch gets the
 ``StoreError`` a lone statement would: a write may have committed, and it is the caller's
 compare-and-swap to decide (as before).
 
-Statements of one kind that each write one row of their own (the claims of many checks)
-may be joined in a batch into one statement over all their rows (``Joinable``): each row
-keeps its own compare-and-swap, and each caller hears whether its own row was written.
+Statements of one kind that each write one row of their own (the claims of many checks;
+their finishes into one group of a big fan-in) may be joined in a batch into one
+statement over all their rows (``Joinable``): each row keeps its own compare-and-swap,
+and each caller hears its own outcome.
 Sending each of them was a third of a busy worker's time (psycopg's per-statement work)
 and PostgreSQL's per-statement work besides. Joined statements are sent at their first
 one's place; in the fallback each runs alone again.
@@ -67,16 +68,26 @@ Row = tuple[Any, ...] | None
 SharedKey = tuple[Any, ...] | bool | None
 
 
+def _written(found: Row, rows: Sequence[Mapping[str, Any]]) -> list[Row]:
+    """Each joined statement's result when the joined one's first column lists the
+    positions of the rows it wrote: ``(1,)`` for those, None for the others."""
+    written = set(found[0] or ()) if found is not None else set()
+    return [(1,) if position in written else None for position in range(len(rows))]
+
+
 @dataclass(frozen=True, slots=True)
 class Joinable:
     """How a statement joins others of its ``kind`` in a batch: ``join([row, ...])`` is
-    the (sql, params) of one statement for all their ``row``s, whose first column lists
-    the positions (in that list) of the rows it wrote. Each joined statement's own result
-    is then ``(1,)`` when its row was written, else None."""
+    the (sql, params) of one statement for all their ``row``s, and ``split(its first row,
+    the rows)`` each one's own result (by default: the joined statement's first column
+    lists the positions of the rows it wrote, whose result is ``(1,)``, the others' None)."""
 
     kind: Hashable
     row: Mapping[str, Any]
     join: Callable[[Sequence[Mapping[str, Any]]], tuple[str, Mapping[str, Any]]]
+    split: Callable[[Row, Sequence[Mapping[str, Any]]], list[Row]] = field(
+        default=lambda found, rows: _written(found, rows)
+    )
 
 
 @dataclass(slots=True)
@@ -131,7 +142,8 @@ class StatementBatcher:
             shared,
             loop.create_future(),
             build,
-            joinable if not shared else None,
+            # Joined: statements on no shared row, or on one and the same group counter.
+            None if shared is True else joinable,
         )
         self._queue.append(statement)
         if self._senders < self._max_senders:
@@ -184,7 +196,7 @@ class StatementBatcher:
         self._queue.extendleft(reversed(kept))
         taken.sort(key=lambda statement: statement.order)
         shared.sort(key=lambda statement: statement.order)
-        return _joined(taken) + shared
+        return _joined(taken) + _joined(shared)
 
     async def _send(self, conn: Connection, batch: list[_Statement]) -> bool:
         """Run ``batch`` and hand out its results; False when the connection was lost."""
@@ -341,9 +353,11 @@ def _rolled_back(conn: Connection, exc: psycopg.Error) -> bool:
 
 def _resolve(statement: _Statement, row: Row) -> None:
     if statement.joined is not None:
-        written = set(row[0] or ()) if row is not None else set()
-        for position, member in enumerate(statement.joined):
-            _resolve(member, (1,) if position in written else None)
+        joinable = statement.joined[0].joinable
+        assert joinable is not None
+        rows = [member.joinable.row for member in statement.joined if member.joinable]
+        for member, own in zip(statement.joined, joinable.split(row, rows), strict=True):
+            _resolve(member, own)
         return
     if not statement.future.done():
         statement.future.set_result(row)

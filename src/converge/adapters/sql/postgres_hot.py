@@ -275,33 +275,78 @@ class PostgresHotPath:
             ("finish", mode, names, loads, counted_here),
             lambda: _finish_statement(mode, names, loads, counted_here),
         )
-        params: dict[str, Any] = {
-            "stack_id": stack_id,
-            "traversal_id": traversal_id,
-            "sender_id": sender[0],
-            "sender_is_update": sender[1],
-            "targets": json_codec.dumps(
-                [
-                    {
-                        "rid": rid,
-                        "upd": upd,
-                        "data": data,
-                        "expected": expected,
-                        "pos": pos,
-                        "part": part.part if part else 0,
-                        "psize": part.size if part else 0,
-                        "parts": part.parts if part else 0,
-                    }
-                    for pos, (rid, upd, data, expected, part) in enumerate(targets)
-                ]
-            ),
-        }
-        params.update(_event_params(stack_id, events, now))
-        if resource is not None:
-            params.update(_cas_params(resource[0], resource[1], written or {}))
-        if load_next is not None:
-            params["next_id"] = load_next[0]
-        found = await self._one(sql, params, order=sender[0], shared=_shared_key(targets))
+
+        def alone() -> tuple[str, dict[str, Any]]:
+            params: dict[str, Any] = {
+                "stack_id": stack_id,
+                "traversal_id": traversal_id,
+                "sender_id": sender[0],
+                "sender_is_update": sender[1],
+                "targets": json_codec.dumps(
+                    [
+                        {
+                            "rid": rid,
+                            "upd": upd,
+                            "data": data,
+                            "expected": expected,
+                            "pos": pos,
+                            "part": part.part if part else 0,
+                            "psize": part.size if part else 0,
+                            "parts": part.parts if part else 0,
+                        }
+                        for pos, (rid, upd, data, expected, part) in enumerate(targets)
+                    ]
+                ),
+            }
+            params.update(_event_params(stack_id, events, now))
+            if resource is not None:
+                params.update(_cas_params(resource[0], resource[1], written or {}))
+            if load_next is not None:
+                params["next_id"] = load_next[0]
+            return sql, params
+
+        shared = _shared_key(targets)
+        if mode == "cas" and not loads and isinstance(shared, tuple) and len(targets) == 1:
+            # One of many finishes into one group of a big fan-in: joined with the others
+            # of the batch (``_finish_joined_statement``).
+            assert resource is not None and values is not None
+            rid, upd, data, _expected, part = targets[0]
+            assert part is not None
+            kind = ("finish-joined", names, stack_id, traversal_id, rid, upd, part)
+            joined = self._statement(("finish-joined", names), lambda: _finish_joined(names))
+            member = {
+                "rid": resource[0],
+                "akey": resource[1],
+                "vals": values,
+                "sid": sender[0],
+                "supd": sender[1],
+                "evs": _event_rows(events),
+                "data": data,
+                "ts": now,
+            }
+            statement = {
+                "stack_id": stack_id,
+                "traversal_id": traversal_id,
+                "target_id": rid,
+                "target_is_update": upd,
+                "part": part.part,
+                "psize": part.size,
+            }
+            found = await self._batcher().submit(
+                "",
+                {},
+                order=sender[0],
+                shared=shared,
+                build=alone,
+                joinable=Joinable(
+                    kind,
+                    member,
+                    partial(_finish_joined_params, joined, statement),
+                    partial(_finish_joined_split, (rid, upd)),
+                ),
+            )
+        else:
+            found = await self._one(*alone(), order=sender[0], shared=shared)
         assert found is not None  # the final SELECT always has its one row
         stored, current, new, counted, received = found[:5]
         if not stored:
@@ -397,6 +442,88 @@ def _cas_statement(names: Sequence[str], with_events: bool, read_back: bool) -> 
         f"WITH won AS (UPDATE resource SET {_assignments(names)} WHERE {_ROW_KEY} "
         f"RETURNING {returning}){events} SELECT {result} FROM won"
     )
+
+
+def _finish_joined(names: Sequence[str]) -> str:
+    """Finishes of several rows that each report to one and the same group of a big
+    fan-in, as one statement: each row's compare-and-swap (its events and its report
+    stored only when it won), the group's counter incremented once by the number of new
+    reports, and the target's by one when that completed the group (as the lone finish
+    does, ``_finish_statement``). It returns the positions of the rows written, the
+    stack's current traversal, the senders whose report was new, the target's counter as
+    this statement left it when it incremented it, and as it was before."""
+    unknown = set(names) - set(_RESOURCE.columns)
+    if unknown:
+        raise ValueError(f"resource has no column {sorted(unknown)}")
+    assigned = ", ".join(f"{name} = x.{name}" for name in names)
+    target = "%(traversal_id)s, %(target_id)s, %(target_is_update)s"  # a sync point's key
+    return (
+        "WITH v AS (SELECT * FROM json_to_recordset(%(rows)s::json) AS v(i int, rid int, "
+        "akey int, vals json, sid int, supd boolean, evs json, data json, "
+        "ts double precision)), "
+        f"w AS (UPDATE resource SET {assigned} FROM v CROSS JOIN LATERAL "
+        "json_populate_record(NULL::resource, v.vals) AS x "
+        "WHERE resource.id = ANY(ARRAY(SELECT rid FROM v)) "
+        "AND resource.id = v.rid AND resource.atomic_key = v.akey "
+        "RETURNING v.i, v.sid, v.supd, v.evs, v.data, v.ts), "
+        f"ev AS (INSERT INTO event (stack_id, {', '.join(_EVENT_COLUMNS)}, created_at) "
+        f"SELECT %(stack_id)s, {', '.join(f'e.{c}' for c in _EVENT_COLUMNS)}, w.ts "
+        "FROM w CROSS JOIN LATERAL json_to_recordset(w.evs) AS e("
+        + ", ".join(f"{c} text" for c in _EVENT_COLUMNS)
+        + ")), "
+        "rep AS (INSERT INTO sync_report (traversal_id, target_resource_id, target_is_update, "
+        "sender_resource_id, sender_is_update, stack_id, data) "
+        f"SELECT {target}, w.sid, w.supd, %(stack_id)s, w.data FROM w ORDER BY w.sid "
+        "ON CONFLICT DO NOTHING RETURNING sender_resource_id, sender_is_update), "
+        "pc AS (INSERT INTO sync_part (traversal_id, target_resource_id, target_is_update, "
+        f"part, stack_id, received) SELECT {target}, %(part)s, %(stack_id)s, count(*) "
+        "FROM rep HAVING count(*) > 0 "
+        "ON CONFLICT (traversal_id, target_resource_id, target_is_update, part) "
+        "DO UPDATE SET received = sync_part.received + EXCLUDED.received "
+        "RETURNING received), "
+        "cnt AS (INSERT INTO sync_point (traversal_id, target_resource_id, target_is_update, "
+        f"stack_id, received) SELECT {target}, %(stack_id)s, 1 FROM pc "
+        "WHERE pc.received = %(psize)s "
+        "ON CONFLICT (traversal_id, target_resource_id, target_is_update) "
+        "DO UPDATE SET received = sync_point.received + 1 RETURNING received) "
+        f"SELECT (SELECT json_agg(i) FROM w), {_CURRENT}, "
+        "(SELECT json_agg(json_build_array(sender_resource_id, sender_is_update)) FROM rep), "
+        "(SELECT received FROM cnt), "
+        "(SELECT p.received FROM sync_point p WHERE p.traversal_id = %(traversal_id)s "
+        "AND p.target_resource_id = %(target_id)s AND p.target_is_update = %(target_is_update)s)"
+    )
+
+
+def _finish_joined_params(
+    sql: str, statement: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]
+) -> tuple[str, Mapping[str, Any]]:
+    return sql, {**_joined_params(sql, rows)[1], **statement}
+
+
+def _finish_joined_split(
+    target: tuple[int, bool], found: tuple[Any, ...] | None, rows: Sequence[Mapping[str, Any]]
+) -> list[tuple[Any, ...] | None]:
+    """Each joined finish's own result, as its lone statement's would be: stored or not;
+    its report new or repeated; the target's count made by the first new one only (the one
+    that fires it, when the count is complete), as had they run one after the other."""
+    assert found is not None
+    written, current, new, counted, before = found
+    written = set(written or ())
+    new_senders = {(sid, bool(upd)) for sid, upd in new or ()}
+    rid, upd = target
+    results: list[tuple[Any, ...] | None] = []
+    counter_told = False
+    for position, row in enumerate(rows):
+        if position not in written:
+            results.append((False, current, None, None, None))
+            continue
+        is_new = (row["sid"], bool(row["supd"])) in new_senders
+        count = None
+        if is_new and counted is not None and not counter_told:
+            count, counter_told = [[rid, upd, counted]], True
+        seen = None if before is None else [[rid, upd, before]]
+        results.append((True, current, [[rid, upd]] if is_new else None, count, seen))
+    return results
 
 
 def _cas_joined_statement(names: Sequence[str], with_events: bool) -> str:
