@@ -17,9 +17,9 @@ import pytest
 
 from converge.adapters.sql import postgres_batch
 from converge.adapters.sql.store import SqlStore
-from converge.core.traversal import GraphNode, TraversalGraph
+from converge.core.traversal import FAN_IN_PART, GraphNode
 from converge.records import NewEvent
-from support.store_rows import named, stack_with_rows
+from support.store_rows import fan_in_of, finish_into_fan_in, named, stack_with_rows
 
 CHECKS = 200
 
@@ -174,23 +174,10 @@ async def test_finishes_into_one_group_of_a_big_fan_in_go_as_one_statement(
     monkeypatch.setattr(postgres_batch, "_join", recording)
     stack_id, rows = await _stack_with_rows(store, CHECKS)
     target = GraphNode(10**6, True)
-    graph = TraversalGraph()
-    for row in rows:
-        graph.add_edge(target, GraphNode(row.id, True))
+    graph = fan_in_of(target, rows)
 
     async def finish(row: Any) -> list[GraphNode]:
-        node = GraphNode(row.id, True)
-        stored, ready, _current, _ = await store.finish_node(
-            stack_id,
-            "t",
-            node,
-            resource_id=row.id,
-            expected_key=row.atomic_key,
-            changes={"status_reason": "done"},
-            reports={target: {"from": row.id}},
-            expected_counts={target: CHECKS},
-            fan_in={target: graph.fan_in_part(target, node)},  # type: ignore[dict-item]
-        )
+        stored, ready = await finish_into_fan_in(store, row, target, graph, FAN_IN_PART)
         assert stored
         return ready
 

@@ -23,8 +23,8 @@ from converge.adapters.sql.store import SqlStore
 from converge.core.baseline import observation
 from converge.core.traversal import GraphNode, TraversalGraph
 from converge.messages import ChangeKind
-from converge.records import NewEvent, NewResource, ResourceRecord, ServiceRecord
-from support.store_rows import named, new_stack, stack_with_rows
+from converge.records import NewResource, ResourceRecord, ServiceRecord
+from support.store_rows import fan_in_of, finish_into_fan_in, named, new_stack, stack_with_rows
 
 PROCESSES = 4
 REPORTERS = 12
@@ -196,27 +196,11 @@ async def test_racing_finishes_of_rows_fire_a_big_fan_in_exactly_once(
     and the target fires exactly once."""
     stack_id, rows = await stack_with_rows(stores[0], named(FAN_IN))
     target = GraphNode(100_000, True)
-    graph = TraversalGraph()
-    for row in rows:
-        graph.add_edge(target, GraphNode(row.id, True))
+    graph = fan_in_of(target, rows)
 
     async def finish(row: ResourceRecord) -> tuple[bool, list[GraphNode]]:
-        node = GraphNode(row.id, True)
-        part = graph.fan_in_part(target, node, FAN_IN_PART)
-        assert part is not None
-        stored, ready, _current, _ = await stores[row.id % PROCESSES].finish_node(
-            stack_id,
-            "t",
-            node,
-            resource_id=row.id,
-            expected_key=row.atomic_key,
-            changes={"status_reason": "done"},
-            events=[NewEvent(row.name, "T", "CREATE", "COMPLETE", "done", None)],
-            reports={target: {"sender": row.id}},
-            expected_counts={target: FAN_IN},
-            fan_in={target: part},
-        )
-        return stored, ready
+        store = stores[row.id % PROCESSES]
+        return await finish_into_fan_in(store, row, target, graph, FAN_IN_PART)
 
     deliveries = rows + (rows[::7] if repeat else [])
     results = await asyncio.gather(*(finish(row) for row in deliveries))
