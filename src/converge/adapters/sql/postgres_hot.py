@@ -218,11 +218,16 @@ class PostgresHotPath:
         if read_back:
             found = await self._one(*alone(), order=resource_id)
         else:  # sent with the others of its kind in the batch as one (a busy worker's claims)
-            kind = ("cas-joined", names, with_events)
-            row = {"rid": resource_id, "akey": expected_key, "vals": values}
-            if with_events:
-                row.update(sid=stack_id, ts=now, evs=_event_rows(events))
-            joined = self._statement(kind, lambda: _cas_joined_statement(names, with_events))
+            kind = ("cas-joined", names)
+            row = {
+                "rid": resource_id,
+                "akey": expected_key,
+                "vals": values,
+                "stack_id": stack_id,
+                "ts": now,
+                "evs": _event_rows(events) if with_events else [],
+            }
+            joined = self._statement(kind, lambda: _cas_joined_statement(names))
             found = await self._batcher().submit(
                 "",
                 {},
@@ -318,6 +323,7 @@ class PostgresHotPath:
                 "rid": resource[0],
                 "akey": resource[1],
                 "vals": values,
+                "stack_id": stack_id,
                 "sid": sender[0],
                 "supd": sender[1],
                 "evs": _event_rows(events),
@@ -418,11 +424,15 @@ def _joined_params(sql: str, rows: Sequence[Mapping[str, Any]]) -> tuple[str, Ma
     return sql, {"rows": json_codec.dumps([{**row, "i": i} for i, row in enumerate(rows)])}
 
 
-def _assignments(names: Sequence[str]) -> str:
+def _known(names: Sequence[str]) -> Sequence[str]:
     unknown = set(names) - set(_RESOURCE.columns)
     if unknown:
         raise ValueError(f"resource has no column {sorted(unknown)}")
-    assigned = ", ".join(f"{name} = v.{name}" for name in names)
+    return names
+
+
+def _assignments(names: Sequence[str]) -> str:
+    assigned = ", ".join(f"{name} = v.{name}" for name in _known(names))
     return f"{assigned} FROM json_populate_record(NULL::resource, %(values)s::json) AS v"
 
 
@@ -452,28 +462,12 @@ def _finish_joined(names: Sequence[str]) -> str:
     does, ``_finish_statement``). It returns the positions of the rows written, the
     stack's current traversal, the senders whose report was new, the target's counter as
     this statement left it when it incremented it, and as it was before."""
-    unknown = set(names) - set(_RESOURCE.columns)
-    if unknown:
-        raise ValueError(f"resource has no column {sorted(unknown)}")
-    assigned = ", ".join(f"{name} = x.{name}" for name in names)
     target = "%(traversal_id)s, %(target_id)s, %(target_is_update)s"  # a sync point's key
     return (
-        "WITH v AS (SELECT * FROM json_to_recordset(%(rows)s::json) AS v(i int, rid int, "
-        "akey int, vals json, sid int, supd boolean, evs json, data json, "
-        "ts double precision)), "
-        f"w AS (UPDATE resource SET {assigned} FROM v CROSS JOIN LATERAL "
-        "json_populate_record(NULL::resource, v.vals) AS x "
-        "WHERE resource.id = ANY(ARRAY(SELECT rid FROM v)) "
-        "AND resource.id = v.rid AND resource.atomic_key = v.akey "
-        "RETURNING v.i, v.sid, v.supd, v.evs, v.data, v.ts), "
-        f"ev AS (INSERT INTO event (stack_id, {', '.join(_EVENT_COLUMNS)}, created_at) "
-        f"SELECT %(stack_id)s, {', '.join(f'e.{c}' for c in _EVENT_COLUMNS)}, w.ts "
-        "FROM w CROSS JOIN LATERAL json_to_recordset(w.evs) AS e("
-        + ", ".join(f"{c} text" for c in _EVENT_COLUMNS)
-        + ")), "
-        "rep AS (INSERT INTO sync_report (traversal_id, target_resource_id, target_is_update, "
-        "sender_resource_id, sender_is_update, stack_id, data) "
-        f"SELECT {target}, w.sid, w.supd, %(stack_id)s, w.data FROM w ORDER BY w.sid "
+        _joined_writes(names, "sid int, supd boolean, data json", "v.sid, v.supd, v.data")
+        + ", rep AS (INSERT INTO sync_report (traversal_id, target_resource_id, "
+        "target_is_update, sender_resource_id, sender_is_update, stack_id, data) "
+        f"SELECT {target}, w.sid, w.supd, w.stack_id, w.data FROM w ORDER BY w.sid "
         "ON CONFLICT DO NOTHING RETURNING sender_resource_id, sender_is_update), "
         "pc AS (INSERT INTO sync_part (traversal_id, target_resource_id, target_is_update, "
         f"part, stack_id, received) SELECT {target}, %(part)s, %(stack_id)s, count(*) "
@@ -526,36 +520,37 @@ def _finish_joined_split(
     return results
 
 
-def _cas_joined_statement(names: Sequence[str], with_events: bool) -> str:
+def _cas_joined_statement(names: Sequence[str]) -> str:
     """The compare-and-swaps of several rows, each with its own expected key (and its
     events, inserted only when it won), as one statement: its one value lists the
     positions of the rows it wrote (``postgres_batch.Joinable``). A row given twice is
     written at most once (PostgreSQL's UPDATE … FROM), as two compare-and-swaps of one
     key would."""
-    unknown = set(names) - set(_RESOURCE.columns)
-    if unknown:
-        raise ValueError(f"resource has no column {sorted(unknown)}")
-    assigned = ", ".join(f"{name} = x.{name}" for name in names)
-    extra = ", v.sid, v.ts, v.evs" if with_events else ""
-    events = (
-        f", ev AS (INSERT INTO event (stack_id, {', '.join(_EVENT_COLUMNS)}, created_at) "
-        f"SELECT won.sid, {', '.join(f'e.{c}' for c in _EVENT_COLUMNS)}, won.ts "
-        "FROM won CROSS JOIN LATERAL json_to_recordset(won.evs) AS e("
-        + ", ".join(f"{c} text" for c in _EVENT_COLUMNS)
-        + "))"
-        if with_events
-        else ""
-    )
+    return _joined_writes(names) + " SELECT (SELECT json_agg(i) FROM w)"
+
+
+def _joined_writes(names: Sequence[str], more: str = "", returned: str = "") -> str:
+    """The start of a joined statement: ``v``, its rows (``%(rows)s``: each with the
+    position ``i``, the row's id ``rid``, expected key ``akey``, new values ``vals``, the
+    stack ``stack_id``, the time ``ts`` and events ``evs``, and ``more`` columns), ``w``,
+    those whose compare-and-swap won (with ``returned`` columns of ``v``), and ``ev``, the
+    events of those. The statement's own parts follow."""
+    columns = ", ".join(f"{c} text" for c in _EVENT_COLUMNS)
+    extra = f", {more}" if more else ""
+    returning = f", {returned}" if returned else ""
     return (
         "WITH v AS (SELECT * FROM json_to_recordset(%(rows)s::json) AS v(i int, rid int, "
-        "akey int, vals json, sid text, ts double precision, evs json)), "
-        f"won AS (UPDATE resource SET {assigned} FROM v CROSS JOIN LATERAL "
-        "json_populate_record(NULL::resource, v.vals) AS x "
+        f"akey int, vals json, stack_id text, ts double precision, evs json{extra})), "
+        f"w AS (UPDATE resource SET {', '.join(f'{n} = x.{n}' for n in _known(names))} "
+        "FROM v CROSS JOIN LATERAL json_populate_record(NULL::resource, v.vals) AS x "
         # The ids as an array too: an index scan for them, whatever the planner thinks
         # of the table (a hash join over it read 10,000 rows for 64 claims).
         "WHERE resource.id = ANY(ARRAY(SELECT rid FROM v)) "
-        f"AND resource.id = v.rid AND resource.atomic_key = v.akey RETURNING v.i{extra})"
-        f"{events} SELECT (SELECT json_agg(i) FROM won)"
+        "AND resource.id = v.rid AND resource.atomic_key = v.akey "
+        f"RETURNING v.i, v.stack_id, v.ts, v.evs{returning}), "
+        f"ev AS (INSERT INTO event (stack_id, {', '.join(_EVENT_COLUMNS)}, created_at) "
+        f"SELECT w.stack_id, {', '.join(f'e.{c}' for c in _EVENT_COLUMNS)}, w.ts "
+        f"FROM w CROSS JOIN LATERAL json_to_recordset(w.evs) AS e({columns}))"
     )
 
 
