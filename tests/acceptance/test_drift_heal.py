@@ -275,3 +275,24 @@ async def test_a_give_up_whose_stack_was_not_told_is_told_at_the_next_pass(
     await eventually(told, timeout=10)
     stack = await cv.get_stack("s")
     assert stack.stack_status_reason.startswith("Drift of test not healed: test: Drift not healed")
+
+
+async def test_the_recheck_tells_a_stack_of_a_give_up_it_missed(tmp_path: Path) -> None:
+    """A resource given up on whose stack was not told (a process stopped in between),
+    and no drift notice to come (nothing serving: no synchronizer, no consumer): the
+    recheck finds it and the stack says so. It skipped FAILED rows, so only a later notice
+    of that stack's drift told it."""
+    async with Converge.embedded(tmp_path / "state.db", settings=SETTINGS) as cv:
+        await cv.create_stack("s", TEMPLATE, drift_policy="heal")
+        store = cv.engine.ctx.store
+        stack = await cv.get_stack("s")
+        row = next(r for r in await store.list_resources(stack.id) if r.name == "test")
+        await store.set_drift(row.id, {"drift_status": "MODIFIED"})
+        reason = "Drift not healed: given up after 3 attempts; last found value changed"
+        assert await store.update_resource(
+            row.id, row.atomic_key, {"status": "FAILED", "status_reason": reason}
+        )
+        await cv.engine.drift.recheck()
+        told = await cv.get_stack("s")
+        assert told.stack_status == "CREATE_FAILED"
+        assert told.stack_status_reason.startswith("Drift of test not healed: test: " + reason)
