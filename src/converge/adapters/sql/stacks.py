@@ -402,8 +402,8 @@ class StacksMixin(TemplatesMixin, ResourcesMixin):
                     sa.or_(
                         t.raw_template.c.id < min(in_use),
                         # A newer one may belong to an operation stored but not started
-                        # yet: kept a while. A resource no update touched keeps an old
-                        # template in use, so the first rule alone kept every later one.
+                        # yet: kept a while. A row no later traversal converged keeps an
+                        # old template in use, so the first rule alone kept every later one.
                         t.raw_template.c.created_at < self._clock() - UNUSED_TEMPLATE_KEPT,
                     ),
                 )
