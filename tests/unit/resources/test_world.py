@@ -1,4 +1,4 @@
-"""The test world: plugin calls run inline when the file is free, wait on a thread when not."""
+"""The test world: plugin calls run on the event loop, joined per turn; a lock is waited for."""
 
 from __future__ import annotations
 

@@ -23,12 +23,14 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from converge.sqlite_inline import Busy, InlineSqlite
+from converge.sqlite_inline import InlineSqlite
+from converge.sqlite_joined import JoinedTransactions
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -56,9 +58,10 @@ class TestWorld:
     """The test world in one SQLite file; every call is one short transaction.
 
     Connections are per thread and kept open: opening one costs more than the change
-    itself. Plugins go through ``call``: on the event loop when the file is free (a change
-    costs microseconds, a hand-over to a thread a hundred of them), else on a thread that
-    waits for the lock (``converge world`` changing it from another process).
+    itself. Plugins go through ``call``: on the event loop (a change costs microseconds, a
+    hand-over to a thread a hundred of them), the calls of one turn of the loop in one
+    transaction, a locked file (another worker's, or ``converge world`` changing it) tried
+    again on the loop shortly after (``sqlite_joined``).
     """
 
     __test__ = False  # not a pytest class
@@ -71,8 +74,11 @@ class TestWorld:
             os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         self._local = threading.local()
         self._opening = threading.Lock()
-        # Inline connections never wait: a locked file raises, and ``call`` goes to a thread.
+        # Inline connections never wait: a locked file raises, and is tried again later.
         self._inline = InlineSqlite(self.path, lambda conn: self._prepare(conn, attempts=1))
+        self._joined: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, JoinedTransactions]
+        self._joined = weakref.WeakKeyDictionary()
+        self._joining = threading.Lock()
 
     async def call(
         self,
@@ -80,11 +86,14 @@ class TestWorld:
         *args: P.args,
         **kwargs: P.kwargs,
     ) -> R:
-        """``operation(connection, ...)``: inline when the file is free, else on a thread."""
-        try:
-            return self._inline.run(operation, *args, **kwargs)
-        except Busy:
-            return await asyncio.to_thread(lambda: operation(self._connection(), *args, **kwargs))
+        """``operation(connection, ...)`` in a write transaction joined with the other
+        calls of this turn of the event loop."""
+        loop = asyncio.get_running_loop()
+        with self._joining:  # a world is shared by the threads of a process
+            joined = self._joined.get(loop)
+            if joined is None:
+                joined = self._joined[loop] = JoinedTransactions(self._inline, loop)
+        return await joined.run(operation, *args, **kwargs)
 
     def _connection(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
