@@ -23,6 +23,7 @@ from converge.adapters.sql.records import (
 from converge.adapters.sql.resources import ResourcesMixin
 from converge.adapters.sql.templates import TemplatesMixin
 from converge.core.states import Action, Status
+from converge.core.template.gcpause import paused_gc
 from converge.errors import Conflict, NotFound
 from converge.records import NewEvent, NewResource, NewTemplate, ResourceRecord, StackRecord
 
@@ -299,7 +300,10 @@ class StacksMixin(TemplatesMixin, ResourcesMixin):
         build: Callable[[list[ResourceRecord]], tuple[Mapping[str, Any], Mapping[str, Any]]],
         events: Sequence[NewEvent],
     ) -> StackRecord | None:
-        with self._tx() as conn:
+        # A big stack's rows, records and graph are thousands of objects that all live on:
+        # a collection in the middle walks them for nothing, and the one it set off was a
+        # full one (70-80 ms of a 1,000-resource start's 140, measured on PostgreSQL).
+        with paused_gc(), self._tx() as conn:
             # Locked until the new traversal is committed: a finish of an older one waits
             # and sees it (``_SELECT_CURRENT_TRAVERSAL``).
             current = conn.execute(
