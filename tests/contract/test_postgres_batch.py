@@ -191,9 +191,9 @@ async def test_finishes_into_one_group_of_a_big_fan_in_go_as_one_statement(
 async def test_a_joined_claim_that_fails_fails_alone(store: SqlStore, joins: list[int]) -> None:
     """One row's value is refused by the server: the joined statement wrote nothing, and
     each claim runs again alone; that one gets its error, the others are won."""
-    stack_id, rows = await _stack_with_rows(store, 6)
     assert store._pg is not None
-    store._pg._size = 1
+    store._pg._size = 1  # before the first statement makes the pool
+    stack_id, rows = await _stack_with_rows(store, 6)
     async with store._pg._pool().connection():  # the only connection, held: all queue
         claims = [
             asyncio.ensure_future(_claim(store, row, row.atomic_key, "e" * (40 if i == 2 else 1)))
@@ -380,3 +380,30 @@ async def test_a_batch_gathers_its_group_from_deep_in_the_queue(store: SqlStore)
     for batch in taken:
         for statement in batch:
             statement.future.cancel()
+
+
+async def test_a_statement_on_an_idle_batcher_is_sent_by_its_caller(
+    store: SqlStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One check at a time (a chain): each claim is sent by the check itself, alone, no
+    sender started; statements that come while one is out still queue for a sender, and
+    every claim keeps its outcome either way."""
+    senders: list[int] = []
+    send_queued = postgres_batch.StatementBatcher._send_queued
+
+    async def counting(self: Any) -> None:
+        senders.append(len(self._queue))
+        await send_queued(self)
+
+    monkeypatch.setattr(postgres_batch.StatementBatcher, "_send_queued", counting)
+    _stack_id, rows = await _stack_with_rows(store, 4)
+    for row in rows[:2]:  # one after the other
+        assert await _claim(store, row, row.atomic_key, "alone") is not None
+    assert senders == []
+    results = await asyncio.gather(  # together: the first goes itself, the rest queue
+        *(_claim(store, row, row.atomic_key, "together") for row in rows[2:])
+    )
+    assert all(result is not None for result in results)
+    assert senders == [1]
+    stale = await _claim(store, rows[0], rows[0].atomic_key, "stale")
+    assert stale is None  # the compare-and-swap holds on the caller's own path too

@@ -116,10 +116,33 @@ class StatementBatcher:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def run(
-        self, sql: str, params: Mapping[str, Any], *, order: int = 0, shared: SharedKey = None
+        self,
+        sql: str,
+        params: Mapping[str, Any],
+        *,
+        order: int = 0,
+        shared: SharedKey = None,
+        build: Callable[[], tuple[str, Mapping[str, Any]]] | None = None,
+        joinable: Joinable | None = None,
     ) -> Row:
-        """The statement's first row (None when it returns none), once it committed."""
-        return await self.submit(sql, params, order=order, shared=shared)
+        """The statement's first row (None when it returns none), once it committed: as
+        ``submit``'s, but when nothing waits and no sender is at work the caller sends it
+        itself, alone, on a free connection (a chain's next link: no task to start, no
+        hand-over of the result; about a tenth of a millisecond per statement)."""
+        if self._queue or self._senders or not self._connections.free():
+            return await self.submit(
+                sql, params, order=order, shared=shared, build=build, joinable=joinable
+            )
+        loop = asyncio.get_running_loop()
+        statement = _Statement(sql, params, order, shared, loop.create_future(), build)
+        self._senders += 1  # statements coming meanwhile start senders of their own
+        try:
+            if statement.build is None or _built(statement):
+                async with self._connections.connection() as conn:
+                    await _alone(conn, statement)
+        finally:
+            self._senders -= 1
+        return await statement.future
 
     def submit(
         self,

@@ -228,7 +228,7 @@ class PostgresHotPath:
                 "evs": _event_rows(events) if with_events else [],
             }
             joined = self._statement(kind, lambda: _cas_joined_statement(names))
-            found = await self._batcher().submit(
+            found = await self._batcher().run(
                 "",
                 {},
                 order=resource_id,
@@ -338,7 +338,7 @@ class PostgresHotPath:
                 "part": part.part,
                 "psize": part.size,
             }
-            found = await self._batcher().submit(
+            found = await self._batcher().run(
                 "",
                 {},
                 order=sender[0],

@@ -56,6 +56,10 @@ class LoopConnections:
         finally:
             await self._release(conn)
 
+    def free(self) -> bool:
+        """Whether a connection can be had now without waiting for one to come back."""
+        return not self._closing and (bool(self._idle) or self._opened < self._size)
+
     async def _acquire(self) -> Connection:
         while True:
             if self._closing:
