@@ -37,15 +37,21 @@ def is_busy(exc: sqlite3.OperationalError) -> bool:
 class InlineSqlite:
     """Connections to one SQLite file, one per calling thread, that never wait for a lock.
 
-    ``setup`` runs once on each new connection (pragmas, schema). Connections are kept
-    open: opening one costs more than the work it does.
+    ``setup`` runs once on each new connection (pragmas, schema); ``factory`` is the
+    connections' class. Connections are kept open: opening one costs more than the work
+    it does.
     """
 
     def __init__(
-        self, path: str | Path, setup: Callable[[sqlite3.Connection], None] | None = None
+        self,
+        path: str | Path,
+        setup: Callable[[sqlite3.Connection], None] | None = None,
+        *,
+        factory: type[sqlite3.Connection] = sqlite3.Connection,
     ) -> None:
         self.path = Path(path)
         self._setup = setup
+        self._factory = factory
         self._local = threading.local()
         self._opened: list[sqlite3.Connection] = []
         self._guard = threading.Lock()
@@ -58,7 +64,11 @@ class InlineSqlite:
                 raise sqlite3.ProgrammingError(f"{self.path} is closed")
             # check_same_thread off only so close() may close it from another thread.
             conn = sqlite3.connect(
-                self.path, timeout=0, isolation_level=None, check_same_thread=False
+                self.path,
+                timeout=0,
+                isolation_level=None,
+                check_same_thread=False,
+                factory=self._factory,
             )
             try:
                 if self._setup is not None:

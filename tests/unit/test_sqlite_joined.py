@@ -1,5 +1,6 @@
 """Joined SQLite transactions: the calls of one turn of the event loop commit together,
-each keeps its own outcome, and a locked file is waited for on the loop."""
+each keeps its own outcome (its error and its rollback undo its own writes only), and a
+locked file is waited for on the loop."""
 
 from __future__ import annotations
 
@@ -7,12 +8,13 @@ import asyncio
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from converge import sqlite_joined
 from converge.sqlite_inline import InlineSqlite
-from converge.sqlite_joined import JoinedTransactions
+from converge.sqlite_joined import CallConnection, JoinedTransactions
 
 
 def _setup(conn: sqlite3.Connection) -> None:
@@ -25,6 +27,13 @@ def _insert(conn: sqlite3.Connection, key: int, value: str) -> int:
     return key
 
 
+def _insert_then_undo(conn: sqlite3.Connection, key: int) -> str:
+    """As a compare-and-swap that wrote, then found it lost: undoes its own writes."""
+    conn.execute("INSERT INTO t VALUES (?, 'undone')", (key,))
+    conn.rollback()
+    return "undone"
+
+
 def _rows(path: Path) -> list[tuple[int, str]]:
     with sqlite3.connect(path) as conn:
         return conn.execute("SELECT k, v FROM t ORDER BY k").fetchall()
@@ -35,53 +44,89 @@ class _Counting(InlineSqlite):
 
     transactions = 0
 
-    def run(self, work, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def run(self, work: Any, *args: Any, **kwargs: Any) -> Any:
         self.transactions += 1
         return super().run(work, *args, **kwargs)
 
 
 @pytest.fixture
 def inline(tmp_path: Path) -> Iterator[_Counting]:
-    db = _Counting(tmp_path / "x.db", _setup)
+    db = _Counting(tmp_path / "x.db", _setup, factory=CallConnection)
     yield db
     db.close()
 
 
-async def test_calls_of_one_turn_are_one_transaction(inline: _Counting) -> None:
-    joined = JoinedTransactions(inline, asyncio.get_running_loop())
+def _joined(inline: InlineSqlite) -> JoinedTransactions:
+    return JoinedTransactions(inline, asyncio.get_running_loop())
+
+
+async def test_the_first_call_runs_at_once_and_the_rest_of_the_turn_together(
+    inline: _Counting,
+) -> None:
+    joined = _joined(inline)
     results = await asyncio.gather(*(joined.run(_insert, k, f"v{k}") for k in range(50)))
     assert results == list(range(50))
-    assert inline.transactions == 1
+    assert inline.transactions == 2  # the first alone, the 49 others as one
     assert _rows(inline.path) == [(k, f"v{k}") for k in range(50)]
+    assert await joined.run(_insert, 50, "alone") == 50  # a call on its own: at once
+    assert inline.transactions == 3
 
 
-async def test_a_failing_call_fails_alone(inline: _Counting) -> None:
-    joined = JoinedTransactions(inline, asyncio.get_running_loop())
+async def test_a_failing_call_undoes_its_own_writes_only(inline: _Counting) -> None:
+    joined = _joined(inline)
     await joined.run(_insert, 1, "first")
     outcomes = await asyncio.gather(
+        joined.run(_insert, 10, "blocker"),  # runs at once: the others are joined
         joined.run(_insert, 2, "a"),
         joined.run(_insert, 1, "again"),  # the key exists: its own error
         joined.run(_insert, 3, "b"),
         return_exceptions=True,
     )
-    assert outcomes[0] == 2 and outcomes[2] == 3
-    assert isinstance(outcomes[1], sqlite3.IntegrityError)
-    assert _rows(inline.path) == [(1, "first"), (2, "a"), (3, "b")]
+    assert outcomes[0] == 10 and outcomes[1] == 2 and outcomes[3] == 3
+    assert isinstance(outcomes[2], sqlite3.IntegrityError)
+    assert inline.transactions == 3  # the others were not run again
+    assert _rows(inline.path) == [(1, "first"), (2, "a"), (3, "b"), (10, "blocker")]
+
+
+async def test_a_calls_rollback_undoes_its_own_writes_only(inline: _Counting) -> None:
+    joined = _joined(inline)
+    outcomes = await asyncio.gather(
+        joined.run(_insert, 1, "at once"),
+        joined.run(_insert, 2, "kept"),
+        joined.run(_insert_then_undo, 3),
+        joined.run(_insert, 4, "kept too"),
+    )
+    assert outcomes == [1, 2, "undone", 4]
+    assert _rows(inline.path) == [(1, "at once"), (2, "kept"), (4, "kept too")]
+    assert await joined.run(_insert_then_undo, 5) == "undone"  # alone: a plain rollback
+    assert _rows(inline.path)[-1] == (4, "kept too")
+
+
+async def test_more_calls_than_one_transaction_takes_go_in_several(
+    inline: _Counting, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_joined, "MOST_JOINED", 10)
+    joined = _joined(inline)
+    results = await asyncio.gather(*(joined.run(_insert, k, "v") for k in range(31)))
+    assert results == list(range(31))
+    assert inline.transactions == 4  # 1 at once, then 10, 10 and 10
+    assert len(_rows(inline.path)) == 31
 
 
 async def test_a_cancelled_call_is_not_run(inline: _Counting) -> None:
-    joined = JoinedTransactions(inline, asyncio.get_running_loop())
-    kept = asyncio.ensure_future(joined.run(_insert, 1, "kept"))
-    dropped = asyncio.ensure_future(joined.run(_insert, 2, "dropped"))
-    await asyncio.sleep(0)  # both queued
+    joined = _joined(inline)
+    first = asyncio.ensure_future(joined.run(_insert, 1, "first"))
+    kept = asyncio.ensure_future(joined.run(_insert, 2, "kept"))
+    dropped = asyncio.ensure_future(joined.run(_insert, 3, "dropped"))
+    await asyncio.sleep(0)  # the first ran at once, the others are queued
     dropped.cancel()
-    assert await kept == 1
-    assert _rows(inline.path) == [(1, "kept")]
+    assert await first == 1 and await kept == 2
+    assert _rows(inline.path) == [(1, "first"), (2, "kept")]
 
 
 async def test_a_locked_file_is_waited_for_on_the_loop(inline: _Counting) -> None:
     loop = asyncio.get_running_loop()
-    joined = JoinedTransactions(inline, loop)
+    joined = _joined(inline)
     await joined.run(_insert, 1, "first")  # the file and its table exist
     other = sqlite3.connect(inline.path, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")  # another process holding the write lock
@@ -110,7 +155,7 @@ async def test_a_file_locked_too_long_fails_the_calls(
     inline: _Counting, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(sqlite_joined, "GIVE_UP_SECONDS", 0.1)
-    joined = JoinedTransactions(inline, asyncio.get_running_loop())
+    joined = _joined(inline)
     await joined.run(_insert, 1, "first")
     other = sqlite3.connect(inline.path, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from converge.sqlite_inline import InlineSqlite
-from converge.sqlite_joined import JoinedTransactions
+from converge.sqlite_joined import CallConnection, JoinedTransactions
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -75,7 +75,9 @@ class TestWorld:
         self._local = threading.local()
         self._opening = threading.Lock()
         # Inline connections never wait: a locked file raises, and is tried again later.
-        self._inline = InlineSqlite(self.path, lambda conn: self._prepare(conn, attempts=1))
+        self._inline = InlineSqlite(
+            self.path, lambda conn: self._prepare(conn, attempts=1), factory=CallConnection
+        )
         self._joined: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, JoinedTransactions]
         self._joined = weakref.WeakKeyDictionary()
         self._joining = threading.Lock()
