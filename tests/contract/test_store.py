@@ -211,6 +211,39 @@ async def test_finish_node_writes_nothing_when_the_row_changed(store: SqlStore) 
     assert await store.list_events(stack_id) == []
 
 
+async def test_finishes_at_once_each_keep_their_outcome(store: SqlStore) -> None:
+    """Finishes of many rows made at once (on SQLite: one transaction, a savepoint each):
+    those whose row changed write nothing, and undo nothing of the others'."""
+    stack_id, rows = await stack_with_rows(store, named(12))
+    lost = {row.id for row in rows[::3]}
+    for row in rows:
+        if row.id in lost:
+            await store.update_resource(row.id, row.atomic_key, {"status_reason": "moved"})
+
+    async def finish(row: ResourceRecord) -> bool:
+        stored, _ready, _current, _ = await store.finish_node(
+            stack_id,
+            "t",
+            GraphNode(row.id, True),
+            resource_id=row.id,
+            expected_key=row.atomic_key,
+            changes={"status_reason": "done"},
+            events=[NewEvent(row.name, "T", "CREATE", "COMPLETE", "done")],
+            reports={STACK_NODE: {}},
+            expected_counts={STACK_NODE: len(rows)},
+        )
+        return stored
+
+    outcomes = await asyncio.gather(*(finish(row) for row in rows))
+    assert outcomes == [row.id not in lost for row in rows]
+    after = {row.id: row.status_reason for row in await store.list_resources(stack_id)}
+    assert after == {row.id: "moved" if row.id in lost else "done" for row in rows}
+    assert await store.count_reports("t", STACK_NODE) == len(rows) - len(lost)
+    assert sorted(e.resource_name for e in await store.list_events(stack_id)) == sorted(
+        row.name for row in rows if row.id not in lost
+    )
+
+
 async def _one_resource(store: SqlStore, traversal: str = "t1") -> tuple[str, ResourceRecord]:
     stack_id = await new_stack(store)
     stack = await store.get_stack(stack_id)
