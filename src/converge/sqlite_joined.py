@@ -74,7 +74,7 @@ class JoinedTransactions:
 
     def __init__(self, inline: InlineSqlite, loop: asyncio.AbstractEventLoop) -> None:
         self._inline = inline
-        self._loop = loop
+        self.loop = loop
         self._queued: list[_Call] = []
         self._scheduled = False
         self._locked_since: float | None = None
@@ -92,17 +92,17 @@ class JoinedTransactions:
             # The first call of a turn, at once (a chain's step does not wait a turn); the
             # others of the turn wait for the next one, together.
             self._scheduled = True
-            self._loop.call_soon(self._flush)
+            self.loop.call_soon(self._flush)
             with contextlib.suppress(Busy):  # locked: tried again with the others
                 return self._inline.run(work, *args, **kwargs)
-        future: asyncio.Future[R] = self._loop.create_future()
+        future: asyncio.Future[R] = self.loop.create_future()
         self._queued.append(_Call(lambda conn: work(conn, *args, **kwargs), future))
         if not self._scheduled:
             self._scheduled = True
             if self._locked_since is None:
-                self._loop.call_soon(self._flush)
+                self.loop.call_soon(self._flush)
             else:
-                self._loop.call_later(self._retry_in, self._flush)
+                self.loop.call_later(self._retry_in, self._flush)
         return await future
 
     def _flush(self) -> None:
@@ -112,7 +112,7 @@ class JoinedTransactions:
         self._queued = [c for c in self._queued if id(c) not in taken and not c.future.done()]
         if self._queued:  # more than one transaction's worth: the rest at the next turn
             self._scheduled = True
-            self._loop.call_soon(self._flush)
+            self.loop.call_soon(self._flush)
         if not calls:
             return
         try:
@@ -147,7 +147,7 @@ class JoinedTransactions:
         self._queued[:0] = calls
         if not self._scheduled:
             self._scheduled = True
-            self._loop.call_later(self._retry_in, self._flush)
+            self.loop.call_later(self._retry_in, self._flush)
         self._retry_in = min(self._retry_in * 2, MOST_RETRY_SECONDS)
 
     def _unlocked(self) -> None:

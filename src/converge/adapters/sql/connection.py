@@ -89,6 +89,7 @@ class StoreBase:
         # The inline transactions of each event loop, joined per turn (``_short``).
         self._joined: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, JoinedTransactions]
         self._joined = weakref.WeakKeyDictionary()
+        self._last_joined: JoinedTransactions | None = None  # the common case: one loop
 
     def _discard(self) -> None:
         """Let go of a store that failed to open (no transaction ran on its threads)."""
@@ -190,9 +191,12 @@ class StoreBase:
         self._raise_if_failed()
         if self._inline is not None:
             loop = asyncio.get_running_loop()
-            joined = self._joined.get(loop)
-            if joined is None:
-                joined = self._joined[loop] = JoinedTransactions(self._inline, loop)
+            joined = self._last_joined
+            if joined is None or joined.loop is not loop:
+                joined = self._joined.get(loop)
+                if joined is None:
+                    joined = self._joined[loop] = JoinedTransactions(self._inline, loop)
+                self._last_joined = joined
             try:
                 return await joined.run(work, *args, **kwargs)
             except sqlite3.DatabaseError as exc:
