@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import sqlite3
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -75,7 +76,7 @@ class JoinedTransactions:
     def __init__(self, inline: InlineSqlite, loop: asyncio.AbstractEventLoop) -> None:
         self._inline = inline
         self.loop = loop
-        self._queued: list[_Call] = []
+        self._queued: deque[_Call] = deque()
         self._scheduled = False
         self._locked_since: float | None = None
         self._retry_in = FIRST_RETRY_SECONDS
@@ -107,9 +108,11 @@ class JoinedTransactions:
 
     def _flush(self) -> None:
         self._scheduled = False
-        calls = [call for call in self._queued if not call.future.done()][:MOST_JOINED]
-        taken = {id(call) for call in calls}
-        self._queued = [c for c in self._queued if id(c) not in taken and not c.future.done()]
+        calls: list[_Call] = []
+        while self._queued and len(calls) < MOST_JOINED:
+            call = self._queued.popleft()
+            if not call.future.done():  # else its caller was cancelled: not run
+                calls.append(call)
         if self._queued:  # more than one transaction's worth: the rest at the next turn
             self._scheduled = True
             self.loop.call_soon(self._flush)
@@ -144,7 +147,7 @@ class JoinedTransactions:
             for call in calls:
                 _settle(call.future, (True, error))
             return
-        self._queued[:0] = calls
+        self._queued.extendleft(reversed(calls))
         if not self._scheduled:
             self._scheduled = True
             self.loop.call_later(self._retry_in, self._flush)
