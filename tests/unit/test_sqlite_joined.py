@@ -15,16 +15,7 @@ import pytest
 from converge import sqlite_joined
 from converge.sqlite_inline import InlineSqlite
 from converge.sqlite_joined import CallConnection, JoinedTransactions
-
-
-def _setup(conn: sqlite3.Connection) -> None:
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("CREATE TABLE IF NOT EXISTS t (k INTEGER PRIMARY KEY, v TEXT)")
-
-
-def _insert(conn: sqlite3.Connection, key: int, value: str) -> int:
-    conn.execute("INSERT INTO t VALUES (?, ?)", (key, value))
-    return key
+from support.sqlite_table import insert, rows, setup_table
 
 
 def _insert_then_undo(conn: sqlite3.Connection, key: int) -> str:
@@ -32,11 +23,6 @@ def _insert_then_undo(conn: sqlite3.Connection, key: int) -> str:
     conn.execute("INSERT INTO t VALUES (?, 'undone')", (key,))
     conn.rollback()
     return "undone"
-
-
-def _rows(path: Path) -> list[tuple[int, str]]:
-    with sqlite3.connect(path) as conn:
-        return conn.execute("SELECT k, v FROM t ORDER BY k").fetchall()
 
 
 class _Counting(InlineSqlite):
@@ -51,7 +37,7 @@ class _Counting(InlineSqlite):
 
 @pytest.fixture
 def inline(tmp_path: Path) -> Iterator[_Counting]:
-    db = _Counting(tmp_path / "x.db", _setup, factory=CallConnection)
+    db = _Counting(tmp_path / "x.db", setup_table, factory=CallConnection)
     yield db
     db.close()
 
@@ -64,42 +50,42 @@ async def test_the_first_call_runs_at_once_and_the_rest_of_the_turn_together(
     inline: _Counting,
 ) -> None:
     joined = _joined(inline)
-    results = await asyncio.gather(*(joined.run(_insert, k, f"v{k}") for k in range(50)))
+    results = await asyncio.gather(*(joined.run(insert, k, f"v{k}") for k in range(50)))
     assert results == list(range(50))
     assert inline.transactions == 2  # the first alone, the 49 others as one
-    assert _rows(inline.path) == [(k, f"v{k}") for k in range(50)]
-    assert await joined.run(_insert, 50, "alone") == 50  # a call on its own: at once
+    assert rows(inline.path) == [(k, f"v{k}") for k in range(50)]
+    assert await joined.run(insert, 50, "alone") == 50  # a call on its own: at once
     assert inline.transactions == 3
 
 
 async def test_a_failing_call_undoes_its_own_writes_only(inline: _Counting) -> None:
     joined = _joined(inline)
-    await joined.run(_insert, 1, "first")
+    await joined.run(insert, 1, "first")
     outcomes = await asyncio.gather(
-        joined.run(_insert, 10, "blocker"),  # runs at once: the others are joined
-        joined.run(_insert, 2, "a"),
-        joined.run(_insert, 1, "again"),  # the key exists: its own error
-        joined.run(_insert, 3, "b"),
+        joined.run(insert, 10, "blocker"),  # runs at once: the others are joined
+        joined.run(insert, 2, "a"),
+        joined.run(insert, 1, "again"),  # the key exists: its own error
+        joined.run(insert, 3, "b"),
         return_exceptions=True,
     )
     assert outcomes[0] == 10 and outcomes[1] == 2 and outcomes[3] == 3
     assert isinstance(outcomes[2], sqlite3.IntegrityError)
     assert inline.transactions == 3  # the others were not run again
-    assert _rows(inline.path) == [(1, "first"), (2, "a"), (3, "b"), (10, "blocker")]
+    assert rows(inline.path) == [(1, "first"), (2, "a"), (3, "b"), (10, "blocker")]
 
 
 async def test_a_calls_rollback_undoes_its_own_writes_only(inline: _Counting) -> None:
     joined = _joined(inline)
     outcomes = await asyncio.gather(
-        joined.run(_insert, 1, "at once"),
-        joined.run(_insert, 2, "kept"),
+        joined.run(insert, 1, "at once"),
+        joined.run(insert, 2, "kept"),
         joined.run(_insert_then_undo, 3),
-        joined.run(_insert, 4, "kept too"),
+        joined.run(insert, 4, "kept too"),
     )
     assert outcomes == [1, 2, "undone", 4]
-    assert _rows(inline.path) == [(1, "at once"), (2, "kept"), (4, "kept too")]
+    assert rows(inline.path) == [(1, "at once"), (2, "kept"), (4, "kept too")]
     assert await joined.run(_insert_then_undo, 5) == "undone"  # alone: a plain rollback
-    assert _rows(inline.path)[-1] == (4, "kept too")
+    assert rows(inline.path)[-1] == (4, "kept too")
 
 
 async def test_more_calls_than_one_transaction_takes_go_in_several(
@@ -107,27 +93,27 @@ async def test_more_calls_than_one_transaction_takes_go_in_several(
 ) -> None:
     monkeypatch.setattr(sqlite_joined, "MOST_JOINED", 10)
     joined = _joined(inline)
-    results = await asyncio.gather(*(joined.run(_insert, k, "v") for k in range(31)))
+    results = await asyncio.gather(*(joined.run(insert, k, "v") for k in range(31)))
     assert results == list(range(31))
     assert inline.transactions == 4  # 1 at once, then 10, 10 and 10
-    assert len(_rows(inline.path)) == 31
+    assert len(rows(inline.path)) == 31
 
 
 async def test_a_cancelled_call_is_not_run(inline: _Counting) -> None:
     joined = _joined(inline)
-    first = asyncio.ensure_future(joined.run(_insert, 1, "first"))
-    kept = asyncio.ensure_future(joined.run(_insert, 2, "kept"))
-    dropped = asyncio.ensure_future(joined.run(_insert, 3, "dropped"))
+    first = asyncio.ensure_future(joined.run(insert, 1, "first"))
+    kept = asyncio.ensure_future(joined.run(insert, 2, "kept"))
+    dropped = asyncio.ensure_future(joined.run(insert, 3, "dropped"))
     await asyncio.sleep(0)  # the first ran at once, the others are queued
     dropped.cancel()
     assert await first == 1 and await kept == 2
-    assert _rows(inline.path) == [(1, "first"), (2, "kept")]
+    assert rows(inline.path) == [(1, "first"), (2, "kept")]
 
 
 async def test_a_locked_file_is_waited_for_on_the_loop(inline: _Counting) -> None:
     loop = asyncio.get_running_loop()
     joined = _joined(inline)
-    await joined.run(_insert, 1, "first")  # the file and its table exist
+    await joined.run(insert, 1, "first")  # the file and its table exist
     other = sqlite3.connect(inline.path, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")  # another process holding the write lock
     loop.call_later(0.2, other.execute, "COMMIT")
@@ -141,14 +127,14 @@ async def test_a_locked_file_is_waited_for_on_the_loop(inline: _Counting) -> Non
 
     ticker = asyncio.ensure_future(ticking())
     started = loop.time()
-    results = await asyncio.gather(joined.run(_insert, 2, "a"), joined.run(_insert, 3, "b"))
+    results = await asyncio.gather(joined.run(insert, 2, "a"), joined.run(insert, 3, "b"))
     waited = loop.time() - started
     ticker.cancel()
     other.close()
     assert results == [2, 3]
     assert 0.15 <= waited < 1.0  # tried again shortly after the holder let go
     assert ticks >= 10  # the loop went on meanwhile
-    assert _rows(inline.path) == [(1, "first"), (2, "a"), (3, "b")]
+    assert rows(inline.path) == [(1, "first"), (2, "a"), (3, "b")]
 
 
 async def test_a_file_locked_too_long_fails_the_calls(
@@ -156,13 +142,13 @@ async def test_a_file_locked_too_long_fails_the_calls(
 ) -> None:
     monkeypatch.setattr(sqlite_joined, "GIVE_UP_SECONDS", 0.1)
     joined = _joined(inline)
-    await joined.run(_insert, 1, "first")
+    await joined.run(insert, 1, "first")
     other = sqlite3.connect(inline.path, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")
     try:
         with pytest.raises(sqlite3.OperationalError, match=r"stayed locked .* more than 0\.1 s"):
-            await joined.run(_insert, 2, "a")
+            await joined.run(insert, 2, "a")
     finally:
         other.execute("ROLLBACK")
         other.close()
-    assert await joined.run(_insert, 3, "b") == 3  # and the next call is tried anew
+    assert await joined.run(insert, 3, "b") == 3  # and the next call is tried anew
