@@ -113,23 +113,23 @@ class JoinedTransactions:
             call = self._queued.popleft()
             if not call.future.done():  # else its caller was cancelled: not run
                 calls.append(call)
-        if self._queued:  # more than one transaction's worth: the rest at the next turn
-            self._scheduled = True
-            self.loop.call_soon(self._flush)
         if not calls:
             return
         try:
             self._inline.run(_each, calls)
         except Busy:
-            self._locked(calls)
+            self._locked(calls)  # the rest wait with them, not a turn each
             return
         except Exception as exc:  # the transaction failed (its commit): nothing was written
             for call in calls:
                 _settle(call.future, (True, exc))
-            return
-        self._unlocked()
-        for call in calls:
-            _settle(call.future, call.outcome)
+        else:
+            self._unlocked()
+            for call in calls:
+                _settle(call.future, call.outcome)
+        if self._queued:  # more than one transaction's worth: the rest at the next turn
+            self._scheduled = True
+            self.loop.call_soon(self._flush)
 
     def _locked(self, calls: list[_Call]) -> None:
         """The file was locked: nothing was done. Try ``calls`` again shortly (first,
@@ -146,11 +146,13 @@ class JoinedTransactions:
             )
             for call in calls:
                 _settle(call.future, (True, error))
+            if self._queued:  # those that came meanwhile try anew
+                self._scheduled = True
+                self.loop.call_soon(self._flush)
             return
         self._queued.extendleft(reversed(calls))
-        if not self._scheduled:
-            self._scheduled = True
-            self.loop.call_later(self._retry_in, self._flush)
+        self._scheduled = True
+        self.loop.call_later(self._retry_in, self._flush)
         self._retry_in = min(self._retry_in * 2, MOST_RETRY_SECONDS)
 
     def _unlocked(self) -> None:

@@ -137,6 +137,27 @@ async def test_a_locked_file_is_waited_for_on_the_loop(inline: _Counting) -> Non
     assert rows(inline.path) == [(1, "first"), (2, "a"), (3, "b")]
 
 
+async def test_a_locked_file_is_tried_again_with_waits_however_many_calls_wait(
+    inline: _Counting, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More calls than one transaction takes, and the file locked: they wait together,
+    with the waits doubling, not one try per turn of the loop."""
+    monkeypatch.setattr(sqlite_joined, "MOST_JOINED", 2)
+    loop = asyncio.get_running_loop()
+    joined = _joined(inline)
+    await joined.run(insert, 1, "first")
+    other = sqlite3.connect(inline.path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    loop.call_later(0.2, other.execute, "COMMIT")
+    before = inline.transactions
+    results = await asyncio.gather(*(joined.run(insert, k, "v") for k in range(2, 9)))
+    other.close()
+    assert results == list(range(2, 9))
+    # 0.5, 1, 2, 4 ... 20 ms apart: about a dozen tries in 0.2 s, then 4 transactions
+    assert inline.transactions - before < 40
+    assert len(rows(inline.path)) == 8
+
+
 async def test_a_file_locked_too_long_fails_the_calls(
     inline: _Counting, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -152,3 +173,27 @@ async def test_a_file_locked_too_long_fails_the_calls(
         other.execute("ROLLBACK")
         other.close()
     assert await joined.run(insert, 3, "b") == 3  # and the next call is tried anew
+
+
+async def test_calls_waiting_behind_those_that_gave_up_try_anew(
+    inline: _Counting, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file stays locked past the limit for the first transaction's calls; those
+    queued behind them are not left waiting forever: they try anew, and get in once the
+    lock is let go."""
+    monkeypatch.setattr(sqlite_joined, "GIVE_UP_SECONDS", 0.1)
+    monkeypatch.setattr(sqlite_joined, "MOST_JOINED", 1)
+    loop = asyncio.get_running_loop()
+    joined = _joined(inline)
+    await joined.run(insert, 1, "first")
+    other = sqlite3.connect(inline.path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    loop.call_later(0.15, other.execute, "COMMIT")
+    outcomes = await asyncio.wait_for(
+        asyncio.gather(*(joined.run(insert, k, "v") for k in (2, 3, 4)), return_exceptions=True),
+        5,
+    )
+    other.close()
+    assert isinstance(outcomes[0], sqlite3.OperationalError)  # it gave up
+    assert outcomes[1:] == [3, 4]
+    assert rows(inline.path) == [(1, "first"), (3, "v"), (4, "v")]
