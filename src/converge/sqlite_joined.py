@@ -25,7 +25,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
+import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -158,6 +160,33 @@ class JoinedTransactions:
     def _unlocked(self) -> None:
         self._locked_since = None
         self._retry_in = FIRST_RETRY_SECONDS
+
+
+class LoopJoins:
+    """The ``JoinedTransactions`` of each event loop using one SQLite file (a store or
+    the test world may be used from several loops over its life, one per thread)."""
+
+    def __init__(self, inline: InlineSqlite) -> None:
+        self._inline = inline
+        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, JoinedTransactions]
+        self._by_loop = weakref.WeakKeyDictionary()
+        self._guard = threading.Lock()
+        # The last one asked for: one loop is the common case, found without a lookup
+        # (its loop is kept alive as long as it is the last).
+        self._last: JoinedTransactions | None = None
+
+    def current(self) -> JoinedTransactions:
+        """The running loop's."""
+        loop = asyncio.get_running_loop()
+        last = self._last
+        if last is not None and last.loop is loop:
+            return last
+        with self._guard:
+            joined = self._by_loop.get(loop)
+            if joined is None:
+                joined = self._by_loop[loop] = JoinedTransactions(self._inline, loop)
+        self._last = joined
+        return joined
 
 
 def _each(conn: sqlite3.Connection, calls: list[_Call]) -> None:

@@ -17,9 +17,9 @@ async def store(request: pytest.FixtureRequest, tmp_path: object) -> AsyncIterat
         url = f"sqlite:///{tmp_path}/converge.db"
     store = SqlStore.open(url)
     if request.param == "sqlite-store-thread":
-        # What runs while another connection holds the file's lock: every transaction on
-        # the store's own thread instead of inline.
-        store._inline = None
+        # A SQLite database with no inline connection (in memory, a ``file:`` URI):
+        # every transaction on the store's own thread.
+        store._joined = None
     if request.param == "postgresql-sqlalchemy":
         # PostgreSQL without its psycopg statements (postgres_hot): SQLAlchemy's path.
         assert store._pg is not None

@@ -15,7 +15,6 @@ import functools
 import sqlite3
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
@@ -29,7 +28,7 @@ from converge.adapters.sql import state_file
 from converge.adapters.sql.sqlite_hot import SqliteHotPath
 from converge.errors import StateError, StoreError
 from converge.sqlite_inline import InlineSqlite
-from converge.sqlite_joined import CallConnection, JoinedTransactions
+from converge.sqlite_joined import CallConnection, LoopJoins
 
 if TYPE_CHECKING:  # psycopg comes with the postgres extra only: imported when used
     from converge.adapters.sql.postgres_hot import PostgresHotPath
@@ -87,9 +86,7 @@ class StoreBase:
             else None
         )
         # The inline transactions of each event loop, joined per turn (``_short``).
-        self._joined: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, JoinedTransactions]
-        self._joined = weakref.WeakKeyDictionary()
-        self._last_joined: JoinedTransactions | None = None  # the common case: one loop
+        self._joined = LoopJoins(self._inline) if self._inline is not None else None
 
     def _discard(self) -> None:
         """Let go of a store that failed to open (no transaction ran on its threads)."""
@@ -189,16 +186,9 @@ class StoreBase:
         own writes only.
         """
         self._raise_if_failed()
-        if self._inline is not None:
-            loop = asyncio.get_running_loop()
-            joined = self._last_joined
-            if joined is None or joined.loop is not loop:
-                joined = self._joined.get(loop)
-                if joined is None:
-                    joined = self._joined[loop] = JoinedTransactions(self._inline, loop)
-                self._last_joined = joined
+        if self._joined is not None:
             try:
-                return await joined.run(work, *args, **kwargs)
+                return await self._joined.current().run(work, *args, **kwargs)
             except sqlite3.DatabaseError as exc:
                 translated = self._database_error(
                     exc, passing=isinstance(exc, sqlite3.OperationalError)

@@ -15,7 +15,6 @@ applied, as a type with nothing to read would. The plugins' base class, ``WorldB
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import json
@@ -23,14 +22,13 @@ import os
 import sqlite3
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from converge.sqlite_inline import InlineSqlite
-from converge.sqlite_joined import CallConnection, JoinedTransactions
+from converge.sqlite_joined import CallConnection, LoopJoins
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -78,9 +76,7 @@ class TestWorld:
         self._inline = InlineSqlite(
             self.path, lambda conn: self._prepare(conn, attempts=1), factory=CallConnection
         )
-        self._joined: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, JoinedTransactions]
-        self._joined = weakref.WeakKeyDictionary()
-        self._joining = threading.Lock()
+        self._joined = LoopJoins(self._inline)
 
     async def call(
         self,
@@ -90,12 +86,7 @@ class TestWorld:
     ) -> R:
         """``operation(connection, ...)`` in a write transaction joined with the other
         calls of this turn of the event loop."""
-        loop = asyncio.get_running_loop()
-        with self._joining:  # a world is shared by the threads of a process
-            joined = self._joined.get(loop)
-            if joined is None:
-                joined = self._joined[loop] = JoinedTransactions(self._inline, loop)
-        return await joined.run(operation, *args, **kwargs)
+        return await self._joined.current().run(operation, *args, **kwargs)
 
     def _connection(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
