@@ -26,6 +26,7 @@ from converge.errors import StateError
 from converge.messages import ChangeNotification
 from converge.records import (
     CheckInputs,
+    ClaimAhead,
     EventRecord,
     FinishedNode,
     NewEvent,
@@ -265,6 +266,8 @@ class Store(Protocol):
         kept_if_superseded: Mapping[str, Any] | None = None,
         fan_in: Mapping[GraphNode, FanInPart] | None = None,
         load_next: GraphNode | None = None,
+        claim_next: ClaimAhead | None = None,
+        read_ahead: GraphNode | None = None,
     ) -> FinishedNode:
         """Store a node's result and report it to its successors in one transaction:
         (stored, the successors this report made ready, the stack's current traversal,
@@ -280,7 +283,15 @@ class Store(Protocol):
         finish's own report as ``next_check``, equal to what ``load_for_check`` would read
         right after (with reports). A store that does not (SQLite: inline and cheap), or
         cannot vouch for them (the successor was already reported, or its row is the
-        one this finish writes), gives None, and the caller loads them."""
+        one this finish writes), gives None, and the caller loads them.
+        ``claim_next``: a claim of the row of ``load_next``, made in the same transaction
+        only when that transaction stores this finish, makes ``load_next`` ready with its
+        first report, finds the traversal still current and the row's key unchanged
+        (its compare-and-swap); the claimed row comes back as ``claimed_next``. A link of
+        a chain then commits once instead of twice. A store may never claim (SQLite: its
+        commits are cheap), the caller then claims as usual.
+        ``read_ahead``: a row a store may read with the finish, as it was before the
+        transaction (``ahead``): the row a continued check's own finish may claim."""
 
     async def count_reports(self, traversal_id: str, target: GraphNode) -> int: ...
 

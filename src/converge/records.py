@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple, TypeVar
 
@@ -207,17 +207,33 @@ class CheckInputs(NamedTuple):
     reports: list[Report]
 
 
+class ClaimAhead(NamedTuple):
+    """A claim of the row of ``load_next`` that a finish may make along with its own
+    writes (``Store.finish_node``'s ``claim_next``): the row's compare-and-swap (its id,
+    the key it was read with, the claim's columns) and the claim's events."""
+
+    resource_id: int
+    expected_key: int
+    changes: Mapping[str, Any]
+    events: Sequence[NewEvent]
+
+
 class FinishedNode(NamedTuple):
     """What ``Store.finish_node`` did. ``stored``: False when the row changed under the
     caller (nothing written); ``ready``: the successors this report made ready;
     ``current_traversal``: the stack's, as the finish saw it; ``next_check``: the inputs
     of the successor the caller asked to be read with the finish (``load_next``), or None
-    when the store did not read them (the caller then loads them as usual)."""
+    when the store did not read them (the caller then loads them as usual), its row as
+    it was before any claim; ``claimed_next``: that row as the finish claimed it
+    (``claim_next``), or None when it did not; ``ahead``: the row the caller asked to be
+    read with the finish (``read_ahead``), or None."""
 
     stored: bool
     ready: list[GraphNode]
     current_traversal: str
     next_check: CheckInputs | None = None
+    claimed_next: ResourceRecord | None = None
+    ahead: ResourceRecord | None = None
 
 
 @dataclass(frozen=True)

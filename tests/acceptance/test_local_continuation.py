@@ -4,20 +4,17 @@ lost with its process is rescued by the sweeper like a lost message."""
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import pytest
 
-from converge.adapters.local_bus import LocalBus
 from converge.api import Converge
 from converge.core.traversal import GraphNode
 from converge.engine.runtime import Engine
-from converge.engine.settings import EngineSettings
 from converge.messages import CheckResource
 from converge.records import CheckInputs, FinishedNode
 from converge.resources.registry import PluginRegistry
-from support.engines import running_engine
+from support.continuation import CountingBus, names, running
 from support.world import Reality
 
 CHAIN = """
@@ -46,28 +43,6 @@ resources:
   c: {type: Test::Thing, depends_on: a}
   d: {type: Test::Thing, depends_on: [b, c]}
 """
-
-
-class CountingBus(LocalBus):
-    """The in-process bus, counting the work messages sent through it."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.sent: list[dict[str, Any]] = []
-
-    async def send_work(self, message: dict[str, Any], *, host: str | None = None) -> None:
-        self.sent.append(message)
-        await super().send_work(message, host=host)
-
-
-def running(
-    url: str, registry: PluginRegistry, bus: LocalBus, **settings: Any
-) -> AbstractAsyncContextManager[Engine]:
-    return running_engine(url, registry, bus, EngineSettings(**settings))
-
-
-def names(reality: Reality) -> list[str]:
-    return [name for _, name, _ in reality.log]
 
 
 def count_loads(monkeypatch: pytest.MonkeyPatch, engine: Engine) -> list[int]:

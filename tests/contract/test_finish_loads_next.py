@@ -8,7 +8,7 @@ from __future__ import annotations
 from converge.adapters.sql.store import SqlStore
 from converge.core.states import Action, Status
 from converge.core.traversal import GraphNode
-from converge.records import NewEvent, NewResource, ResourceRecord
+from converge.records import ClaimAhead, FinishedNode, NewEvent, NewResource, ResourceRecord
 from support.store_rows import stack_with_rows
 
 REPORT = {"name": "a", "reference_id": "phys-a", "attributes": {"x": [1, 2.5, None, "é"]}}
@@ -101,3 +101,96 @@ async def test_a_repeated_report_or_a_row_the_finish_writes_is_not_read_with_it(
         load_next=cleanup,
     )
     assert own.stored and own.ready == [cleanup] and own.next_check is None
+
+
+CLAIM = {
+    "engine_id": "me",
+    "action": Action.CREATE,
+    "status": Status.IN_PROGRESS,
+    "status_reason": "state changed",
+    "properties_data": {"p": 1},
+}
+
+
+async def _finish_claiming(
+    store: SqlStore,
+    stack_id: str,
+    a: ResourceRecord,
+    b: ResourceRecord,
+    *,
+    a_key: int | None = None,
+    b_key: int | None = None,
+    traversal: str = "t1",
+    read_ahead: GraphNode | None = None,
+) -> FinishedNode:
+    """a's finish, asked to claim b (with b's key, or ``b_key``)."""
+    successor = GraphNode(b.id, True)
+    return await store.finish_node(
+        stack_id,
+        traversal,
+        GraphNode(a.id, True),
+        resource_id=a.id,
+        expected_key=a.atomic_key if a_key is None else a_key,
+        changes={"status": Status.COMPLETE},
+        reports={successor: REPORT},
+        expected_counts={successor: 1},
+        load_next=successor,
+        claim_next=ClaimAhead(
+            b.id,
+            b.atomic_key if b_key is None else b_key,
+            CLAIM,
+            [NewEvent("b", "T", "CREATE", "IN_PROGRESS", "state changed", None)],
+        ),
+        read_ahead=read_ahead,
+    )
+
+
+async def _claim_events(store: SqlStore, stack_id: str) -> list[str]:
+    return [e.state for e in await store.list_events(stack_id, resource_name="b")]
+
+
+async def test_a_finish_claims_the_next_row_with_its_own_commit(store: SqlStore) -> None:
+    """On PostgreSQL the finish claims b (its compare-and-swap and event) and gives back
+    the row as claimed, b's row as it was before as ``next_check``, and the row read
+    ahead; a store that does not claim ahead (SQLite) writes nothing of the claim."""
+    new = [NewResource("a", "T"), NewResource("b", "T"), NewResource("c", "T")]
+    stack_id, (a, b, c) = await stack_with_rows(store, new, traversal="t1", in_progress=True)
+    finished = await _finish_claiming(store, stack_id, a, b, read_ahead=GraphNode(c.id, True))
+    assert finished.stored and finished.ready == [GraphNode(b.id, True)]
+    now = await store.get_resource(b.id)
+    assert now is not None
+    if store._pg is None:
+        assert finished.claimed_next is None and finished.ahead is None
+        assert now == b and await _claim_events(store, stack_id) == []
+        return
+    assert finished.claimed_next == now
+    assert (now.engine_id, now.state, now.atomic_key) == (
+        "me",
+        "CREATE_IN_PROGRESS",
+        b.atomic_key + 1,
+    )
+    assert now.properties_data == {"p": 1}
+    assert finished.next_check is not None and finished.next_check.row == b  # before
+    assert finished.ahead == c
+    assert await _claim_events(store, stack_id) == ["CREATE_IN_PROGRESS"]
+
+
+async def test_a_claim_ahead_is_made_only_with_its_finish_on_the_row_as_it_was_read(
+    store: SqlStore,
+) -> None:
+    """No claim when b's row changed since it was read (the finish is still stored), when
+    the finish itself loses its compare-and-swap (nothing written), or when the traversal
+    is no longer the stack's current one."""
+    new = [NewResource("a", "T"), NewResource("b", "T")]
+    stack_id, (a, b) = await stack_with_rows(store, new, traversal="t1", in_progress=True)
+    stale = await _finish_claiming(store, stack_id, a, b, b_key=b.atomic_key + 7)
+    assert stale.stored and stale.claimed_next is None
+    lost = await _finish_claiming(store, stack_id, a, b, a_key=a.atomic_key)  # a moved on
+    assert not lost.stored and lost.claimed_next is None
+    assert await store.get_resource(b.id) == b
+    assert await _claim_events(store, stack_id) == []
+    # Another stack, whose current traversal is t2: a finish for t1 does not claim.
+    other, (a2, b2) = await stack_with_rows(store, new, name="o", traversal="t2", in_progress=True)
+    superseded = await _finish_claiming(store, other, a2, b2, traversal="t1")
+    assert superseded.stored and superseded.claimed_next is None
+    assert await store.get_resource(b2.id) == b2

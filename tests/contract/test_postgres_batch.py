@@ -80,7 +80,7 @@ async def test_many_checks_each_claim_and_finish_once(store: SqlStore, batches: 
     async def check(row: Any) -> list[GraphNode]:
         claimed = await store.update_resource(row.id, row.atomic_key, {"engine_id": "e"})
         assert claimed is not None
-        stored, ready, _current, _ = await store.finish_node(
+        stored, ready, _current, *_ = await store.finish_node(
             stack_id,
             "t",
             GraphNode(row.id, True),

@@ -83,7 +83,7 @@ async def test_a_check_is_one_statement_per_read_claim_and_finish(
         current=row,
     )
     assert claimed is not None
-    stored, ready, _current, _ = await store.finish_node(
+    stored, ready, _current, *_ = await store.finish_node(
         stack_id,
         "t",
         node,

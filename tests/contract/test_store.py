@@ -147,7 +147,7 @@ async def test_sync_point_counts_a_duplicate_report_once(store: SqlStore) -> Non
     target = GraphNode(9, True)
     senders = [GraphNode(1, True), GraphNode(2, True)]
     expected = {target: 2}
-    ok, ready, _, _ = await store.finish_node(
+    ok, ready, _, *_ = await store.finish_node(
         stack_id,
         "t",
         senders[0],
@@ -159,7 +159,7 @@ async def test_sync_point_counts_a_duplicate_report_once(store: SqlStore) -> Non
     )
     assert ok and ready == []
     # the same sender again (a re-delivered message): still one report
-    ok, ready, _, _ = await store.finish_node(
+    ok, ready, _, *_ = await store.finish_node(
         stack_id,
         "t",
         senders[0],
@@ -171,7 +171,7 @@ async def test_sync_point_counts_a_duplicate_report_once(store: SqlStore) -> Non
     )
     assert ready == []
     assert await store.count_reports("t", target) == 1
-    ok, ready, _, _ = await store.finish_node(
+    ok, ready, _, *_ = await store.finish_node(
         stack_id,
         "t",
         senders[1],
@@ -195,7 +195,7 @@ async def test_finish_node_writes_nothing_when_the_row_changed(store: SqlStore) 
     )
     (row,) = await store.list_resources(stack_id)
     await store.update_resource(row.id, row.atomic_key, {"status_reason": "someone else"})
-    ok, ready, _, _ = await store.finish_node(
+    ok, ready, _, *_ = await store.finish_node(
         stack_id,
         "t",
         GraphNode(row.id, True),
@@ -221,7 +221,7 @@ async def test_finishes_at_once_each_keep_their_outcome(store: SqlStore) -> None
             await store.update_resource(row.id, row.atomic_key, {"status_reason": "moved"})
 
     async def finish(row: ResourceRecord) -> bool:
-        stored, _ready, _current, _ = await store.finish_node(
+        stored, _ready, _current, *_ = await store.finish_node(
             stack_id,
             "t",
             GraphNode(row.id, True),
@@ -260,7 +260,7 @@ async def _one_resource(store: SqlStore, traversal: str = "t1") -> tuple[str, Re
 async def test_finish_node_writes_the_row_events_and_reports_at_once(store: SqlStore) -> None:
     stack_id, row = await _one_resource(store)
     first, second = GraphNode(50, True), GraphNode(51, False)
-    ok, ready, current, _ = await store.finish_node(
+    ok, ready, current, *_ = await store.finish_node(
         stack_id,
         "t1",
         GraphNode(row.id, True),
@@ -288,7 +288,7 @@ async def test_finish_node_deletes_the_row_unless_a_newer_traversal_may_use_it(
     store: SqlStore, superseded: bool
 ) -> None:
     stack_id, row = await _one_resource(store, traversal="t2" if superseded else "t1")
-    ok, ready, current, _ = await store.finish_node(
+    ok, ready, current, *_ = await store.finish_node(
         stack_id,
         "t1",
         GraphNode(row.id, False),
@@ -319,7 +319,7 @@ async def test_finish_node_deletes_the_row_unless_a_newer_traversal_may_use_it(
         reports={GraphNode(7, True): {}},
         expected_counts={GraphNode(7, True): 1},
     )
-    assert again == (False, [], "", None)
+    assert again == (False, [], "", None, None, None)
 
 
 async def test_a_claim_reads_back_the_row_it_wrote(store: SqlStore) -> None:

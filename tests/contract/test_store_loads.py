@@ -35,7 +35,7 @@ async def _stack_with_rows(store: SqlStore, name: str, count: int) -> tuple[str,
 async def _report(
     store: SqlStore, stack_id: str, traversal: str, sender: int, targets: dict[GraphNode, Any]
 ) -> None:
-    stored, _ready, _current, _ = await store.finish_node(
+    stored, _ready, _current, *_ = await store.finish_node(
         stack_id,
         traversal,
         GraphNode(sender, True),

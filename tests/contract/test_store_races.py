@@ -73,7 +73,7 @@ async def test_racing_reporters_fire_a_sync_point_exactly_once(stores: list[SqlS
                 for sender in range(REPORTERS)
             )
         )
-        fired = [ready for _stored, ready, _current, _ in results if ready]
+        fired = [ready for _stored, ready, *_ in results if ready]
         assert fired == [[target]], f"round {round_}: fired {len(fired)} times"
         assert await stores[0].count_reports(traversal, target) == REPORTERS
 
@@ -87,7 +87,7 @@ async def test_a_repeated_report_after_the_sync_point_fired_fires_it_again(
     target = GraphNode(99, True)
 
     async def report(sender: int) -> list[GraphNode]:
-        _stored, ready, _current, _ = await stores[sender % PROCESSES].finish_node(
+        _stored, ready, _current, *_ = await stores[sender % PROCESSES].finish_node(
             stack_id,
             "t",
             GraphNode(sender, True),
@@ -131,7 +131,7 @@ async def test_one_sender_reporting_to_many_racing_sync_points(stores: list[SqlS
             )
         )
         fired = sorted(
-            (node.resource_id for _s, ready, _c, _ in results for node in ready),
+            (node.resource_id for _s, ready, *_ in results for node in ready),
         )
         assert fired == [t.resource_id for t in targets], f"round {round_}"
 
@@ -162,7 +162,7 @@ async def test_racing_reporters_fire_a_big_fan_in_exactly_once(
         node = GraphNode(sender, True)
         part = graph.fan_in_part(target, node, FAN_IN_PART)
         assert part is not None
-        _stored, ready, _current, _ = await stores[sender % PROCESSES].finish_node(
+        _stored, ready, _current, *_ = await stores[sender % PROCESSES].finish_node(
             stack_id,
             "t",
             node,
@@ -234,7 +234,7 @@ async def test_senders_reporting_to_two_big_fan_ins_and_a_small_one(
         targets = [*big, small]
         targets = targets[sender % 3 :] + targets[: sender % 3]
         parts = {t: graph.fan_in_part(t, node, FAN_IN_PART) for t in big}
-        _stored, ready, _current, _ = await stores[sender % PROCESSES].finish_node(
+        _stored, ready, _current, *_ = await stores[sender % PROCESSES].finish_node(
             stack_id,
             "t",
             node,
@@ -265,7 +265,7 @@ async def test_a_big_fan_in_does_not_fire_before_its_last_group(stores: list[Sql
 
     async def report(sender: int) -> list[GraphNode]:
         node = GraphNode(sender, True)
-        _stored, ready, _current, _ = await stores[sender % PROCESSES].finish_node(
+        _stored, ready, _current, *_ = await stores[sender % PROCESSES].finish_node(
             stack_id,
             "t",
             node,

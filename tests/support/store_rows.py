@@ -68,7 +68,7 @@ async def finish_into_fan_in(
     node = GraphNode(row.id, True)
     part = graph.fan_in_part(target, node, part_size)
     assert part is not None
-    stored, ready, _current, _ = await store.finish_node(
+    stored, ready, _current, *_ = await store.finish_node(
         row.stack_id,
         "t",
         node,

@@ -195,7 +195,7 @@ class EngineContext:
         ready: Iterable[GraphNode],
         *,
         loaded: tuple[GraphNode, CheckInputs] | None = None,
-    ) -> None:
+    ) -> GraphNode | None:
         """Start the checks of the nodes a finish made ready: one of them in this process
         (local continuation: a chain's next link skips the broker's round trip and another
         worker's wake-up), the others through the bus as ``send_checks`` sends leaves, so
@@ -207,11 +207,11 @@ class EngineContext:
         the node ready and unclaimed, and the sweeper sends it again.
 
         ``loaded``: a ready node and the inputs the finish read for it; that node is the
-        one offered first, with them.
+        one offered first, with them. Returns the node continued here, if any.
         """
         nodes = list(ready)
         if not nodes:
-            return
+            return None
         if loaded is not None and loaded[0] in nodes:
             nodes.remove(loaded[0])
             nodes.insert(0, loaded[0])
@@ -219,6 +219,7 @@ class EngineContext:
         # At most one node is continued here; none without the worker role or room.
         may_continue = self.check_here is not None and self.settings.continue_locally
         sent: list[GraphNode] = []
+        continued = None
         for node in nodes:
             host = graph.host_of(node) if graph is not None else None
             if may_continue and host in (None, self.host):
@@ -226,10 +227,11 @@ class EngineContext:
                 message = CheckResource(stack_id, traversal_id, node.resource_id, node.is_update)
                 inputs = loaded[1] if loaded is not None and loaded[0] == node else None
                 if self.check_here(message, inputs):
-                    may_continue = False
+                    may_continue, continued = False, node
                     continue
             sent.append(node)
         await self._send_nodes(stack_id, traversal_id, graph, sent)
+        return continued
 
     async def send_checks(
         self, stack_id: str, traversal_id: str, nodes: Iterable[GraphNode]

@@ -217,8 +217,13 @@ class Engine:
         """Start a check that a finish here made ready (local continuation), if this
         process takes work and has room for it: fewer checks started than it runs at
         once, so the check does not queue behind work the broker could give another.
-        ``inputs``: what the finish read for it (``Worker.check``)."""
-        if not self._started or len(self._checks) >= self.ctx.settings.max_concurrent_checks:
+        ``inputs``: what the finish read for it (``Worker.check``). A node the finish
+        claimed for this process (``claim_ahead.py``) is taken even without room: its
+        check replaces the one finishing, and it is this process's to act on."""
+        if not self._started:
+            return False
+        full = len(self._checks) >= self.ctx.settings.max_concurrent_checks
+        if full and not self.worker.claimed_ahead_for(message, inputs):
             return False
         self.continued_checks += 1
         task = self._start_check(message, inputs)

@@ -17,7 +17,7 @@ from converge.adapters.sql.records import event_rows, resource_record, stack_fou
 from converge.adapters.sql.stacks import StacksMixin
 from converge.adapters.sql.sync_points import SyncPointsMixin
 from converge.core.traversal import FanInPart, GraphNode
-from converge.records import CheckInputs, FinishedNode, NewEvent, Report
+from converge.records import CheckInputs, ClaimAhead, FinishedNode, NewEvent, Report
 
 
 class ChecksMixin(StacksMixin, SyncPointsMixin):
@@ -65,6 +65,8 @@ class ChecksMixin(StacksMixin, SyncPointsMixin):
         kept_if_superseded: Mapping[str, Any] | None = None,
         fan_in: Mapping[GraphNode, FanInPart] | None = None,
         load_next: GraphNode | None = None,
+        claim_next: ClaimAhead | None = None,
+        read_ahead: GraphNode | None = None,
     ) -> FinishedNode:
         """Store a node's result and report it to its successors in one transaction.
 
@@ -76,7 +78,8 @@ class ChecksMixin(StacksMixin, SyncPointsMixin):
         (``sync_part``); on SQLite (one writer, no lock to wait on) they keep one counter.
         ``load_next`` (see ``Store.finish_node``): read with the finish on PostgreSQL,
         where it saves the check's first round trip; never on SQLite, where a read is an
-        inline call.
+        inline call. ``claim_next`` and ``read_ahead`` (see ``Store.finish_node``): on
+        PostgreSQL only, where a commit is a round trip and a flush of the log.
         """
         args = (
             stack_id,
@@ -93,7 +96,7 @@ class ChecksMixin(StacksMixin, SyncPointsMixin):
             fan_in or {},
         )
         if self._pg is not None:
-            return await self._pg_finish_node(*args, load_next)
+            return await self._pg_finish_node(*args, load_next, claim_next, read_ahead)
         stored, ready, current = await self._short(self._finish_node, *args)
         return FinishedNode(stored, ready, current)
 
@@ -151,6 +154,8 @@ class ChecksMixin(StacksMixin, SyncPointsMixin):
         kept_if_superseded: Mapping[str, Any] | None,
         fan_in: Mapping[GraphNode, FanInPart],
         load_next: GraphNode | None,
+        claim_next: ClaimAhead | None,
+        read_ahead: GraphNode | None,
     ) -> FinishedNode:
         """``finish_node`` on PostgreSQL: one statement (see ``postgres_hot``)."""
         assert self._pg is not None
@@ -168,7 +173,23 @@ class ChecksMixin(StacksMixin, SyncPointsMixin):
             or load_next.resource_id in (resource_id, sender.resource_id)
         ):
             load_next = None
-        stored, ready, current, loaded = await self._pg.finish_node(
+        if (
+            load_next is None
+            or claim_next is None
+            or claim_next.resource_id != (load_next.resource_id)
+        ):
+            claim_next = None
+        if load_next is None:
+            read_ahead = None  # read by the continued check's finish: none without one
+        claim = None
+        if claim_next is not None:
+            claim = (
+                claim_next.resource_id,
+                claim_next.expected_key,
+                self._cas_values(claim_next.expected_key, claim_next.changes),
+                event_rows(stack_id, claim_next.events, now),
+            )
+        stored, ready, current, loaded, claimed, ahead = await self._pg.finish_node(
             stack_id=stack_id,
             traversal_id=traversal_id,
             sender=(sender.resource_id, sender.is_update),
@@ -191,13 +212,17 @@ class ChecksMixin(StacksMixin, SyncPointsMixin):
             ],
             now=now,
             load_next=None if load_next is None else (load_next.resource_id, load_next.is_update),
+            claim_next=claim,
+            read_ahead=None if read_ahead is None else read_ahead.resource_id,
         )
         ready_nodes = [GraphNode(rid, upd) for rid, upd in ready]
+        ahead_row = None if ahead is None else resource_record(ahead)
         if load_next is None or loaded is None:
-            return FinishedNode(stored, ready_nodes, current)
+            return FinishedNode(stored, ready_nodes, current, ahead=ahead_row)
         stack, resource = loaded
         next_check = _next_check(stack_id, stack, resource, sender, reports[load_next])
-        return FinishedNode(stored, ready_nodes, current, next_check)
+        claimed_row = None if claimed is None else resource_record(claimed)
+        return FinishedNode(stored, ready_nodes, current, next_check, claimed_row, ahead_row)
 
 
 def _next_check(

@@ -41,6 +41,7 @@ from converge.core.traversal import FanInPart
 from converge.errors import StoreError
 
 _NEXT_RESOURCE_JSON = "(SELECT row_to_json(r) FROM resource r WHERE r.id = %(next_id)s)"
+_AHEAD_RESOURCE_JSON = "(SELECT row_to_json(r) FROM resource r WHERE r.id = %(ahead_id)s)"
 _SELECT_STACK = f"SELECT {_STACK_JSON}"
 _SELECT_RESOURCE = f"SELECT {_RESOURCE_JSON}"
 _FIND_STACK = (
@@ -253,7 +254,16 @@ class PostgresHotPath:
         targets: Sequence[tuple[int, bool, Mapping[str, Any], int, FanInPart | None]],
         now: float,
         load_next: tuple[int, bool] | None = None,
-    ) -> tuple[bool, list[tuple[int, bool]], str, tuple[Any | None, Any | None] | None]:
+        claim_next: tuple[int, int, Mapping[str, Any], Sequence[Mapping[str, Any]]] | None = None,
+        read_ahead: int | None = None,
+    ) -> tuple[
+        bool,
+        list[tuple[int, bool]],
+        str,
+        tuple[Any | None, Any | None] | None,
+        Any | None,
+        Any | None,
+    ]:
         """Store a node's result and report it to its successors in one statement.
 
         ``resource``: (id, expected key) to write, with ``values`` (compare-and-swap) or
@@ -270,15 +280,23 @@ class PostgresHotPath:
         snapshot: taken when it began, so without this statement's own writes. They come
         back only when this statement made the target ready with the first report it
         got (a repeated report finds the first one stored, which may say otherwise).
+
+        ``claim_next``: (id, expected key, new columns, events) of a compare-and-swap of
+        the row of ``load_next``, made only when this finish is stored, makes that target
+        ready, and finds the traversal still current (``Store.finish_node``); the row as
+        claimed comes back (fifth), or None. ``read_ahead``: the id of a row read in the
+        statement's snapshot, returned sixth.
         """
         written = kept if delete and kept is not None else None if delete else values
         mode = _finish_mode(resource is not None, delete, kept is not None, values is not None)
         names = tuple(written or ())
         loads = load_next is not None
+        claims = tuple(claim_next[2]) if claim_next is not None and loads else None
+        ahead = read_ahead is not None and loads
         counted_here = any(expected > 1 for _rid, _upd, _data, expected, _part in targets)
         sql = self._statement(
-            ("finish", mode, names, loads, counted_here),
-            lambda: _finish_statement(mode, names, loads, counted_here),
+            ("finish", mode, names, loads, counted_here, claims, ahead),
+            lambda: _finish_statement(mode, names, loads, counted_here, claims, ahead),
         )
 
         def alone() -> tuple[str, dict[str, Any]]:
@@ -308,6 +326,16 @@ class PostgresHotPath:
                 params.update(_cas_params(resource[0], resource[1], written or {}))
             if load_next is not None:
                 params["next_id"] = load_next[0]
+                params["next_is_update"] = load_next[1]
+            if claims is not None:
+                assert claim_next is not None
+                next_id, next_key, next_values, next_events = claim_next
+                assert load_next is not None and next_id == load_next[0]  # its row only
+                params["next_key"] = next_key
+                params["next_values"] = json_codec.dumps(next_values)
+                params["next_events"] = json_codec.dumps(_event_rows(next_events))
+            if ahead:
+                params["ahead_id"] = read_ahead
             return sql, params
 
         shared = _shared_key(targets)
@@ -355,8 +383,11 @@ class PostgresHotPath:
             found = await self._one(*alone(), order=sender[0], shared=shared)
         assert found is not None  # the final SELECT always has its one row
         stored, current, new, counted, received = found[:5]
+        extra = list(found[7:] if loads else ())
+        claimed_row = extra.pop(0) if claims is not None else None
+        ahead_row = extra.pop(0) if ahead else None
         if not stored:
-            return False, [], "", None
+            return False, [], "", None, None, None
         is_new = {(rid, bool(upd)) for rid, upd in new or ()}
         counts = {(rid, bool(upd)): n for rid, upd, n in counted or ()}
         seen = {(rid, bool(upd)): n for rid, upd, n in received or ()}
@@ -375,7 +406,8 @@ class PostgresHotPath:
         expects = {(rid, upd): expected for rid, upd, _data, expected, _part in targets}
         if load_next is not None and load_next in is_new and expects.get(load_next) == 1:
             loaded = (_STACK.row(found[5]), _RESOURCE.row(found[6]))
-        return True, ready, current or "", loaded
+        claimed = None if claimed_row is None or loaded is None else _RESOURCE.row(claimed_row)
+        return True, ready, current or "", loaded, claimed, _RESOURCE.row(ahead_row)
 
 
 def _shared_key(
@@ -431,9 +463,9 @@ def _known(names: Sequence[str]) -> Sequence[str]:
     return names
 
 
-def _assignments(names: Sequence[str]) -> str:
-    assigned = ", ".join(f"{name} = v.{name}" for name in _known(names))
-    return f"{assigned} FROM json_populate_record(NULL::resource, %(values)s::json) AS v"
+def _assignments(names: Sequence[str], param: str = "values", alias: str = "v") -> str:
+    assigned = ", ".join(f"{name} = {alias}.{name}" for name in _known(names))
+    return f"{assigned} FROM json_populate_record(NULL::resource, %({param})s::json) AS {alias}"
 
 
 _ROW_KEY = "resource.id = %(resource_id)s AND resource.atomic_key = %(expected_key)s"
@@ -576,13 +608,20 @@ _TARGET_KEY = "p.target_resource_id = g.rid AND p.target_is_update = g.upd"
 
 
 def _finish_statement(
-    mode: str, names: Sequence[str], loads_next: bool = False, counts: bool = True
+    mode: str,
+    names: Sequence[str],
+    loads_next: bool = False,
+    counts: bool = True,
+    claims: Sequence[str] | None = None,
+    reads_ahead: bool = False,
 ) -> str:
     """The finish as one statement: every write depends on ``ok`` (the row's
     compare-and-swap won, or there was no row to write), like a rolled-back transaction.
     ``loads_next``: the final SELECT also reads the stack and the row ``next_id``.
     ``counts``: some target waits for more than this report, so its counters are kept;
-    without, a variant with none of them (a chain's link: a smaller plan to run)."""
+    without, a variant with none of them (a chain's link: a smaller plan to run).
+    ``claims``: the columns of a claim of ``next_id`` (``_CLAIM_NEXT``), whose row as
+    claimed the final SELECT returns next; ``reads_ahead``: then the row ``ahead_id``."""
     current = _CURRENT
     writes = {
         "none": "",
@@ -611,10 +650,32 @@ def _finish_statement(
         "%(stack_id)s, g.data FROM g WHERE (SELECT ok FROM ok) ORDER BY g.pos "
         "ON CONFLICT DO NOTHING RETURNING target_resource_id, target_is_update)"
         + (_COUNTERS if counts else " ")
+        + (_claim_next(claims) if claims is not None else "")
         + f"SELECT (SELECT ok FROM ok), {current}, "
         "(SELECT json_agg(json_build_array(target_resource_id, target_is_update)) FROM rep), "
         + (_COUNTED if counts else "NULL, NULL")
         + (f", {_STACK_JSON}, {_NEXT_RESOURCE_JSON}" if loads_next else "")
+        + (", (SELECT row_to_json(nc) FROM nc)" if claims is not None else "")
+        + (f", {_AHEAD_RESOURCE_JSON}" if reads_ahead else "")
+    )
+
+
+def _claim_next(names: Sequence[str]) -> str:
+    """A finish's claim of the next link (``claims``): the row's compare-and-swap, made
+    only when the finish is stored (``ok``), its report to that row is new (the row's one
+    predecessor: it is ready now) and the traversal is still current (read locked, as the
+    final SELECT reads it); the claim's events only when it won. One commit then holds a
+    link's finish and the next link's claim, which a check makes before it acts."""
+    return (
+        f", nc AS (UPDATE resource SET {_assignments(names, 'next_values', 'nv')} "
+        "WHERE resource.id = %(next_id)s AND resource.atomic_key = %(next_key)s "
+        "AND (SELECT ok FROM ok) AND EXISTS (SELECT 1 FROM rep "
+        "WHERE rep.target_resource_id = %(next_id)s "
+        "AND rep.target_is_update = %(next_is_update)s) "
+        f"AND {_CURRENT} = %(traversal_id)s RETURNING resource.*), "
+        f"nev AS (INSERT INTO event (stack_id, {', '.join(_EVENT_COLUMNS)}, created_at) "
+        + _EVENTS_FROM_JSON.replace("%(events)s", "%(next_events)s")
+        + " WHERE EXISTS (SELECT 1 FROM nc)) "
     )
 
 

@@ -22,6 +22,7 @@ from converge.engine.failure import ActionFailed
 from converge.engine.nested import NestedStackService
 from converge.engine.operations import StackOperations
 from converge.engine.worker.base import _Acting
+from converge.engine.worker.claim_ahead import AheadClaim, AheadRow
 from converge.engine.worker.cleanup_phase import CleanupPhaseMixin
 from converge.engine.worker.observing import Observation
 from converge.engine.worker.rows import resource_state, template_changed
@@ -41,6 +42,14 @@ class Worker(UpdatePhaseMixin, CleanupPhaseMixin):
         self.checks = ResourceChecker(ctx, operations, self._drift_of)
         # Resource rows this process is acting on now, with the traversal acting on each.
         self._active: dict[int, _Acting] = {}
+        self._claimed_ahead: dict[int, AheadClaim] = {}
+        self._ahead_rows: dict[int, AheadRow] = {}
+        self.claims_ahead = 0  # creates claimed by the finish of their predecessor
+
+    def claimed_ahead_for(self, message: CheckResource, inputs: CheckInputs | None) -> bool:
+        """Whether a finish here claimed this check's row for it (``claim_ahead.py``)."""
+        plan = self._claimed_ahead.get(message.resource_id)
+        return plan is not None and inputs is not None and plan.inputs is inputs
 
     # --- entry -------------------------------------------------------------------------
 
@@ -49,8 +58,21 @@ class Worker(UpdatePhaseMixin, CleanupPhaseMixin):
         it ready read them (a continued check on PostgreSQL), used instead of loading.
         A row claimed then is loaded again: the finish read it before its own commit, and
         the holder's release may have committed in between, handing the node on only to
-        a check that reads after it (its hand-on counted the reports before this one's)."""
+        a check that reads after it (its hand-on counted the reports before this one's).
+        A row that finish claimed for this very check (``claim_ahead.py``) is acted on
+        at once."""
         node = GraphNode(message.resource_id, message.is_update)
+        try:
+            if self.claimed_ahead_for(message, inputs):
+                await self._act_claimed_ahead(message, self._claimed_ahead.pop(node.resource_id))
+                return
+            await self._check(message, node, inputs)
+        finally:
+            self._ahead_rows.pop(message.resource_id, None)
+
+    async def _check(
+        self, message: CheckResource, node: GraphNode, inputs: CheckInputs | None
+    ) -> None:
         graph = await self.ctx.graph(message.stack_id, message.traversal_id)
         if graph is None or node not in graph:
             return  # superseded: whoever holds the resource re-triggers it in the new one

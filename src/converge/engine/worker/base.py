@@ -5,12 +5,16 @@ action is marked before its claim is visible, so a repeated check can tell it is
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from converge.engine.check import ResourceChecker
 from converge.engine.context import EngineContext
 from converge.engine.nested import NestedStackService
 from converge.engine.operations import StackOperations
 from converge.records import ResourceRecord
+
+if TYPE_CHECKING:  # claim_ahead.py uses _Acting, defined here
+    from converge.engine.worker.claim_ahead import AheadClaim, AheadRow
 
 
 class WorkerBase:
@@ -23,6 +27,12 @@ class WorkerBase:
     checks: ResourceChecker
     # Resource rows this process is acting on now, with the traversal acting on each.
     _active: dict[int, _Acting]
+    # Creates claimed ahead by a finish, by row id, until their continued check takes
+    # them; the rows of the links after next, by the node whose finish may claim them
+    # (``claim_ahead.py``).
+    _claimed_ahead: dict[int, AheadClaim]
+    _ahead_rows: dict[int, AheadRow]
+    claims_ahead: int
 
     def _acting(self, row_id: int, traversal: str) -> _Acting | None:
         """Mark the row as this process's work (for ``traversal``) until ``_done``; None

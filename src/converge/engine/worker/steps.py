@@ -11,6 +11,7 @@ from typing import Any
 from converge.core.states import Action, Status, check_resource_transition
 from converge.core.traversal import STACK_NODE, GraphNode, TraversalGraph
 from converge.engine.worker.base import _Acting
+from converge.engine.worker.claim_ahead import AheadClaim, AheadRow
 from converge.engine.worker.plugin_calls import PluginCallsMixin
 from converge.engine.worker.rows import _event, _hook_marker, _jsonable_value, _kept_after_delete
 from converge.errors import NotFound
@@ -70,6 +71,19 @@ class StepsMixin(PluginCallsMixin):
     ) -> ResourceRecord | None:
         """Take the row for this engine (compare-and-swap) and mark the action started;
         ``intent`` holds columns to store with the claim (a create's properties, requires)."""
+        changes, events = self._claim_columns(row, action, reason, intent)
+        return await self.ctx.store.update_resource(
+            row.id, row.atomic_key, changes, events=events, stack_id=stack.id, current=row
+        )
+
+    def _claim_columns(
+        self,
+        row: ResourceRecord,
+        action: Action,
+        reason: str,
+        intent: Mapping[str, Any] | None,
+    ) -> tuple[dict[str, Any], list[NewEvent]]:
+        """What a claim writes to the row, and its event."""
         check_resource_transition(row.name, (row.action, row.status), (action, Status.IN_PROGRESS))
         changes: dict[str, Any] = {
             "engine_id": self.ctx.engine_id,
@@ -80,14 +94,20 @@ class StepsMixin(PluginCallsMixin):
         }
         if intent is not None:
             changes.update(intent)
-        return await self.ctx.store.update_resource(
-            row.id,
-            row.atomic_key,
-            changes,
-            events=[_event(row, action, Status.IN_PROGRESS, reason, row.physical_resource_id)],
-            stack_id=stack.id,
-            current=row,
-        )
+        return changes, [_event(row, action, Status.IN_PROGRESS, reason, row.physical_resource_id)]
+
+    async def _plan_ahead(
+        self,
+        stack: StackRecord,
+        graph: TraversalGraph,
+        sender: GraphNode,
+        node: GraphNode,
+        row: ResourceRecord,
+        report: Mapping[str, Any],
+    ) -> AheadClaim | None:
+        """A create of ``node`` to claim with ``sender``'s finish, or None: the update
+        phase decides it (``UpdatePhaseMixin``; ``claim_ahead.py``)."""
+        return None
 
     async def _pause(
         self, stack: StackRecord, node: GraphNode, row: ResourceRecord, hook: str, action: Action
@@ -146,23 +166,46 @@ class StepsMixin(PluginCallsMixin):
             for successor in successors
             if (part := graph.fan_in_part(successor, node)) is not None
         }
-        # The successor this process would continue: the finish may read its inputs too.
+        # The successor this process would continue: the finish may read its inputs too,
+        # claim it when its create was decided ahead, and read the row of the one after.
         next_node = self.ctx.next_to_continue(graph, node, successors)
-        stored, ready, current, next_check = await self.ctx.store.finish_node(
-            stack.id,
-            traversal,
-            node,
-            resource_id=row.id if row is not None else None,
-            expected_key=expected_key,
-            changes=changes,
-            delete_resource=delete,
-            events=events or [],
-            reports=reports,
-            expected_counts=expected,
-            kept_if_superseded=_kept_after_delete(row) if delete and row is not None else None,
-            fan_in=fan_in,
-            load_next=next_node,
-        )
+        plan = None
+        after = None
+        if next_node is not None:
+            ahead = self._ahead_rows.pop(node.resource_id, None)
+            if ahead is not None and ahead.traversal == traversal and ahead.node == next_node:
+                plan = await self._plan_ahead(
+                    stack, graph, node, next_node, ahead.row, reports[next_node]
+                )
+            after = self.ctx.next_to_continue(graph, next_node, graph.successors_of(next_node))
+        try:
+            finished = await self.ctx.store.finish_node(
+                stack.id,
+                traversal,
+                node,
+                resource_id=row.id if row is not None else None,
+                expected_key=expected_key,
+                changes=changes,
+                delete_resource=delete,
+                events=events or [],
+                reports=reports,
+                expected_counts=expected,
+                kept_if_superseded=_kept_after_delete(row) if delete and row is not None else None,
+                fan_in=fan_in,
+                load_next=next_node,
+                claim_next=None if plan is None else plan.to_store(),
+                read_ahead=after,
+            )
+        except BaseException:
+            if plan is not None:
+                self._done(plan.acting)
+            raise
+        stored, ready, current, next_check = finished[:4]
+        if plan is not None and (
+            finished.claimed_next is None or next_check is None or current != traversal
+        ):
+            self._done(plan.acting)
+            plan = None
         if release is not None:
             self._done(release)
         if not stored:
@@ -172,13 +215,41 @@ class StepsMixin(PluginCallsMixin):
                 ids = {node.resource_id} | await self._replacement_chain(row, node.resource_id)
                 await self.retrigger(stack.id, current, ids)
             return True
-        if STACK_NODE in ready:
-            await self.operations.complete_traversal(stack.id, traversal)
         loaded = None if next_node is None or next_check is None else (next_node, next_check)
-        await self.ctx.hand_on(
-            stack.id, traversal, [s for s in ready if s != STACK_NODE], loaded=loaded
-        )
+        if plan is not None:
+            plan.claimed, plan.inputs = finished.claimed_next, next_check
+            self._claimed_ahead[plan.row.id] = plan
+            self.claims_ahead += 1
+        if next_node is not None and after is not None and finished.ahead is not None:
+            self._ahead_rows[next_node.resource_id] = AheadRow(traversal, after, finished.ahead)
+        continued = None
+        try:
+            if STACK_NODE in ready:
+                await self.operations.complete_traversal(stack.id, traversal)
+            continued = await self.ctx.hand_on(
+                stack.id, traversal, [s for s in ready if s != STACK_NODE], loaded=loaded
+            )
+        finally:
+            if next_node is not None and continued != next_node:
+                self._ahead_rows.pop(next_node.resource_id, None)
+                if plan is not None and self._claimed_ahead.get(plan.row.id) is plan:
+                    # Not taken here (the process stopping, or an error): given back.
+                    del self._claimed_ahead[plan.row.id]
+                    await self._give_back(stack.id, plan)
         return True
+
+    async def _give_back(self, stack_id: str, plan: AheadClaim) -> None:
+        """A claim made ahead that no check of this process will act on: the row is put
+        back as it was read and handed to the stack's current traversal (a check sent
+        meanwhile may have found it claimed, and left it to this process)."""
+        assert plan.claimed is not None
+        try:
+            restored = {column: getattr(plan.row, column) for column in plan.changes}
+            await self.ctx.store.update_resource(plan.claimed.id, plan.claimed.atomic_key, restored)
+        finally:
+            self._done(plan.acting)
+        now = await self.ctx.store.get_stack(stack_id)
+        await self.retrigger(stack_id, now.current_traversal, {plan.row.id})
 
     def _report_payload(self, row: ResourceRecord) -> dict[str, Any]:
         return {

@@ -16,6 +16,7 @@ from converge.core.traversal import GraphNode, TraversalGraph
 from converge.engine.context import applied_state
 from converge.engine.failure import ActionFailed
 from converge.engine.inputs import ReportedData
+from converge.engine.worker.claim_ahead import AheadClaim, plain_create, reported
 from converge.engine.worker.observing import ObservingMixin
 from converge.engine.worker.plugin_calls import _Replace
 from converge.engine.worker.replacements import ReplacementsMixin
@@ -35,6 +36,7 @@ from converge.engine.worker.rows import (
 )
 from converge.engine.worker.steps import StepsMixin
 from converge.errors import TemplateError
+from converge.messages import CheckResource
 from converge.records import NewEvent, Report, ResourceRecord, StackRecord
 from converge.resources.base import AppliedState, Outcome, ResourcePlugin
 
@@ -94,18 +96,7 @@ class UpdatePhaseMixin(StepsMixin, ObservingMixin, ReplacementsMixin):
             except ActionFailed as failed:
                 await self._fail_resource(stack, target, action, failed.reason)
                 return
-        decision = decide_converging(
-            resource_state(target),
-            resource.implementation_type,
-            properties,
-            plugin.properties_schema,
-            open_properties=plugin.open_properties,
-            never_updates=plugin.never_updates,
-            observed=observed,
-            drifted=None if drift is None else drift.status == DriftStatus.MODIFIED,
-            converges_inside=plugin.converges_inside,
-            template_changed=template_changed(target, resource),
-        )
+        decision = self._decision(target, resource, plugin, properties, observed, drift)
         restricted = restriction(decision, resource.restricted_actions, target.name)
         if restricted is not None:
             await self._claim_and_fail(stack, target, Action.UPDATE, restricted)
@@ -162,6 +153,89 @@ class UpdatePhaseMixin(StepsMixin, ObservingMixin, ReplacementsMixin):
             drift_checked=drift is not None,
         )
 
+    def _decision(
+        self,
+        target: ResourceRecord,
+        resource: ResourceDefinition,
+        plugin: ResourcePlugin,
+        properties: Mapping[str, Any],
+        observed: Any = MISSING,
+        drift: Drift | None = None,
+    ) -> Decision:
+        return decide_converging(
+            resource_state(target),
+            resource.implementation_type,
+            properties,
+            plugin.properties_schema,
+            open_properties=plugin.open_properties,
+            never_updates=plugin.never_updates,
+            observed=observed,
+            drifted=None if drift is None else drift.status == DriftStatus.MODIFIED,
+            converges_inside=plugin.converges_inside,
+            template_changed=template_changed(target, resource),
+        )
+
+    async def _plan_ahead(
+        self,
+        stack: StackRecord,
+        graph: TraversalGraph,
+        sender: GraphNode,
+        node: GraphNode,
+        row: ResourceRecord,
+        report: Mapping[str, Any],
+    ) -> AheadClaim | None:
+        """A create of ``node`` decided before ``sender``'s finish, for that finish to
+        claim (``claim_ahead.py``): only where this phase could decide nothing else."""
+        assert stack.raw_template_id is not None
+        definition = await self.ctx.definitions.get(stack.raw_template_id)
+        reports = reported(sender, report)
+        resource = definition.resources.get(row.name)
+        found = plain_create(
+            stack, graph, node, row, resource, reports, self.ctx.registry.plugin, self.ctx.host
+        )
+        if found is None:
+            return None
+        resource, plugin, properties, data = found
+        decision = self._decision(row, resource, plugin, properties)
+        if decision.change != Change.CREATE:
+            return None
+        if restriction(decision, resource.restricted_actions, row.name) is not None:
+            return None
+        requires = data.resource_ids()
+        acting = self._acting(row.id, stack.current_traversal)
+        if acting is None:
+            return None
+        intent = {"properties_data": dict(properties), "requires": requires}
+        changes, events = self._claim_columns(row, Action.CREATE, "state changed", intent)
+        needed = self._needed_attributes(definition.attributes_needed(), resource, plugin)
+        return AheadClaim(
+            node, row, resource, plugin, properties, requires, needed, changes, events, acting
+        )
+
+    async def _act_claimed_ahead(self, message: CheckResource, plan: AheadClaim) -> None:
+        """The check of a create claimed ahead by the finish that made it ready: it acts at
+        once. Its graph gone (a newer traversal): the claim is given back, the row handed
+        on to that traversal."""
+        assert plan.inputs is not None and plan.claimed is not None
+        stack = plan.inputs.stack
+        graph = await self.ctx.graph(message.stack_id, message.traversal_id)
+        if graph is None or plan.node not in graph:
+            await self._give_back(stack.id, plan)
+            return
+        await self._act(
+            stack,
+            graph,
+            plan.node,
+            plan.row,
+            plan.resource,
+            plan.plugin,
+            Action.CREATE,
+            plan.properties,
+            plan.requires,
+            plan.needed,
+            ahead=plan,
+        )
+
     async def _preempt(self, stack: StackRecord, row: ResourceRecord) -> None:
         """A newer traversal finds the resource still busy with an older one. A resource
         whose real thing is a nested stack cancels that stack's operation (Heat's
@@ -190,8 +264,11 @@ class UpdatePhaseMixin(StepsMixin, ObservingMixin, ReplacementsMixin):
         needed: frozenset[str],
         *,
         drift_checked: bool = False,
+        ahead: AheadClaim | None = None,
     ) -> None:
         """Claim the row, run create or update, store the result and report it.
+        ``ahead``: the row was claimed by the finish that made it ready (its mark and
+        claimed row; ``claim_ahead.py``).
 
         The row is marked as this process's work from before its claim is visible until
         its result is stored: a check of the row in between (a repeated delivery, or a
@@ -205,13 +282,21 @@ class UpdatePhaseMixin(StepsMixin, ObservingMixin, ReplacementsMixin):
             intent = None
             if action == Action.CREATE and not target.physical_resource_id:
                 intent = {"properties_data": dict(properties), "requires": requires}
-            acting = self._acting(target.id, stack.current_traversal)
-            if acting is None:
-                return
-            try:  # whatever happens, the mark does not outlive this action
-                claimed = await self._claim(stack, target, action, "state changed", intent=intent)
-                if claimed is None:
+            claimed: ResourceRecord | None = None
+            if ahead is not None:
+                acting, claimed, ahead = ahead.acting, ahead.claimed, None
+            else:
+                marked = self._acting(target.id, stack.current_traversal)
+                if marked is None:
                     return
+                acting = marked
+            try:  # whatever happens, the mark does not outlive this action
+                if claimed is None:
+                    claimed = await self._claim(
+                        stack, target, action, "state changed", intent=intent
+                    )
+                    if claimed is None:
+                        return
                 ctx = dataclasses.replace(
                     self._context(stack, claimed), update_policy=resource.update_policy
                 )
