@@ -13,6 +13,10 @@ Cases (issue 10, "How we will know"):
    across 2 workers: time and peak memory of all the processes together (target under 5
    minutes and 2 GB). One template may hold at most 20,000 resources, so a larger stack
    is made of nested stacks (provider templates) of at most ``--part`` each.
+5. ``--shaped`` (10,000) ``OS::Heat::None`` in each of the ``--shapes`` (a tree with a
+   fan-out of 10; pairs, every third resource depending on the two before it): embedded
+   and on 2 workers, no target (how the distributed mode does beyond independent
+   resources and chains).
 
 The distributed mode is what docs/deploy.md describes: ``converge serve --roles
 engine,worker --workers W`` (one process with the engine role, the sweeper, and W worker
@@ -69,6 +73,9 @@ BROKER = "amqp://guest:guest@127.0.0.1:5672/"
 PROGRAM = "from converge.cli.main import main\nmain()\n"
 HERE = Path(__file__).resolve()
 EMBEDDED = "embedded (SQLite)"
+# Shaped cases (``--shapes``): a tree (fan-out 10) and pairs (every third resource depends
+# on the two before it: each finish reports to a sync point that waits for two).
+SHAPED = ("tree", "pairs")
 
 
 # --- the client: one create in a fresh interpreter ----------------------------------------
@@ -532,6 +539,9 @@ def cases(args: argparse.Namespace) -> list[Case]:
     if args.chain:
         found.append(Case("chain None", EMBEDDED, "chain", args.chain, NONE))
         found.append(Case("chain None", "2 workers", "chain", args.chain, NONE, 2))
+    for shape in args.shapes if args.shaped else []:
+        found.append(Case(f"{shape} None", EMBEDDED, shape, args.shaped, NONE))
+        found.append(Case(f"{shape} None", "2 workers", shape, args.shaped, NONE, 2))
     if args.waiting:
         label = f"TestResource waiting {WAIT_SECS} s"
         found.append(Case(label, EMBEDDED, "independent", args.waiting, TEST))
@@ -604,6 +614,12 @@ def target(result: Result, results: list[Result]) -> str:
         return f"< 2 ms/link: {per:.2f} {verdict(per < 2)}"
     if case.label.startswith("TestResource"):
         return f"< 2.5 s {verdict(seconds < 2.5)}"
+    if case.shape in SHAPED and case.workers:
+        embedded = next(
+            (r for r in results if r.case.label == case.label and r.case.workers == 0), None
+        )
+        if embedded is not None and embedded.seconds:
+            return f"{seconds / embedded.seconds:.2f}x embedded (no target)"
     if case.label == "big stack None":
         ok = seconds < 300 and result.total_mb < 2048
         return f"< 5 min, < 2 GB {verdict(ok)}" + (
@@ -678,6 +694,15 @@ def main() -> None:
         help="also run the independent case on 2 workers with no engine role (no sweeper)",
     )
     parser.add_argument("--chain", type=int, default=1000, help="chain length (1000)")
+    parser.add_argument(
+        "--shapes",
+        type=lambda text: [shape for shape in text.split(",") if shape],
+        default=list(SHAPED),
+        help="dependency shapes of the shaped cases (tree,pairs)",
+    )
+    parser.add_argument(
+        "--shaped", type=int, default=10_000, help="resources of each shaped case (10000)"
+    )
     parser.add_argument("--waiting", type=int, default=1000, help="waiting TestResource (1000)")
     parser.add_argument(
         "--big",

@@ -18,7 +18,7 @@ import pytest
 from converge.adapters.sql import postgres_batch
 from converge.adapters.sql.store import SqlStore
 from converge.core.traversal import FAN_IN_PART, GraphNode
-from converge.records import NewEvent
+from converge.records import NewEvent, ResourceRecord
 from support.store_rows import fan_in_of, finish_into_fan_in, named, stack_with_rows
 
 CHECKS = 200
@@ -357,6 +357,73 @@ async def test_finishes_on_one_group_counter_share_a_batch(store: SqlStore) -> N
     assert [(s.order, s.shared) for s in batcher._take()] == [(9, True)]
     for statement in first + second:
         statement.future.cancel()
+
+
+async def test_finishes_each_on_one_counter_share_a_batch_in_counter_order(
+    store: SqlStore,
+) -> None:
+    """Finishes that each lock one target's counter (a target waiting for a few reports)
+    go last together, ordered by counter then row, so that every batch locks counters in
+    one order; a group counter's, or one on several shared rows, waits for another."""
+    assert store._pg is not None
+    batcher = store._pg._batcher()
+    loop = asyncio.get_running_loop()
+    one = postgres_batch.OneCounter
+    queued: list[tuple[int, postgres_batch.SharedKey]] = [
+        (8, one((30, True))),
+        (2, None),
+        (6, (0, True, 4)),
+        (4, one((10, True))),
+        (9, True),
+        (1, one((30, True))),
+        (5, one((20, False))),
+    ]
+    for order, shared in queued:
+        batcher._queue.append(
+            postgres_batch._Statement("SELECT 1", {}, order, shared, loop.create_future())
+        )
+    first = batcher._take()
+    assert [s.order for s in first] == [2, 4, 5, 1, 8]
+    second = batcher._take()
+    assert [(s.order, s.shared) for s in second] == [(6, (0, True, 4))]
+    assert [(s.order, s.shared) for s in batcher._take()] == [(9, True)]
+    for statement in first + second:
+        statement.future.cancel()
+
+
+async def test_finishes_into_targets_waiting_for_two_fire_each_once_across_processes(
+    postgres_url: str,
+) -> None:
+    """Two processes finish the two predecessors of many targets at once (their finishes
+    share batches, each on one counter): every target is made ready exactly once."""
+    stores = [SqlStore.open(postgres_url) for _ in range(2)]
+    try:
+        stack_id, rows = await _stack_with_rows(stores[0], 60)
+        pairs = [(rows[i], rows[i + 1], GraphNode(rows[i + 2].id, True)) for i in range(0, 60, 3)]
+
+        async def finish(store: SqlStore, row: ResourceRecord, target: GraphNode) -> bool:
+            finished = await store.finish_node(
+                stack_id,
+                "t",
+                GraphNode(row.id, True),
+                resource_id=row.id,
+                expected_key=row.atomic_key,
+                changes={"status_reason": "done"},
+                reports={target: {"from": row.id}},
+                expected_counts={target: 2},
+            )
+            assert finished.stored
+            return target in finished.ready
+
+        fired = await asyncio.gather(
+            *(finish(stores[0], a, target) for a, _b, target in pairs),
+            *(finish(stores[1], b, target) for _a, b, target in pairs),
+        )
+        count = len(pairs)
+        assert [fired[i] + fired[count + i] for i in range(count)] == [1] * count
+    finally:
+        for store in stores:
+            await store.close()
 
 
 async def test_a_batch_gathers_its_group_from_deep_in_the_queue(store: SqlStore) -> None:

@@ -1,6 +1,7 @@
 """How a traversal's leaves are sent: several to a work message once there are more than
 ``SPREAD_OVER``, never more than ``CHECKS_PER_MESSAGE`` to one, each node exactly once,
-and a node bound to a host in a message to that host's queue."""
+and a node bound to a host in a message to that host's queue; and a finish's successors,
+up to ``FAN_OUT_PER_MESSAGE`` to a message."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ from converge.core.traversal import STACK_NODE, GraphNode, TraversalGraph
 from converge.engine.clock import SystemClock
 from converge.engine.context import (
     CHECKS_PER_MESSAGE,
+    FAN_OUT_PER_MESSAGE,
     SPREAD_OVER,
     CheckHere,
     EngineContext,
     checks_per_message,
+    fan_out_per_message,
 )
 from converge.engine.settings import EngineSettings
 from converge.messages import CheckResource, work_checks
@@ -136,3 +139,34 @@ async def test_a_big_fan_out_continues_one_node_and_sends_the_rest_together(
     sent = [GraphNode(c.resource_id, c.is_update) for m, _ in bus.sent for c in work_checks(m)]
     assert sent == ready[1:]
     assert len(bus.sent) < len(sent)
+
+
+@pytest.mark.parametrize(
+    ("count", "per_message"),
+    [
+        (1, 1),
+        (2, 1),  # two nodes: two messages, two workers may take them
+        (3, 2),
+        (9, 5),  # a fan-out of 10 less the one continued: two messages
+        (16, FAN_OUT_PER_MESSAGE),
+        (2 * SPREAD_OVER, FAN_OUT_PER_MESSAGE),
+        (1000, 15),  # as leaves go
+    ],
+)
+def test_successors_per_message(count: int, per_message: int) -> None:
+    assert fan_out_per_message(count) == per_message
+
+
+@pytest.mark.parametrize("count", [2, 9, 40])
+async def test_a_finish_sends_its_successors_several_to_a_message_each_once(
+    monkeypatch: pytest.MonkeyPatch, count: int
+) -> None:
+    """Checked together by the worker that takes them (one read, one claim statement,
+    one commit for their finishes), yet never all in one message."""
+    ctx, bus, successors = _context(monkeypatch, count)
+    await ctx.hand_on("s", "t", successors)
+    checks = [check for message, _ in bus.sent for check in work_checks(message)]
+    assert [GraphNode(c.resource_id, c.is_update) for c in checks] == successors
+    sizes = [len(work_checks(message)) for message, _ in bus.sent]
+    assert len(sizes) >= 2 and max(sizes) <= FAN_OUT_PER_MESSAGE
+    assert len(sizes) == -(-count // fan_out_per_message(count))

@@ -18,8 +18,10 @@ order of their resource id, and a statement that locks rows shared with other ch
 successor's sync point, which every sender locks in the same order) goes last and alone
 of its kind in a batch. Except finishes that lock one and the same group counter of a
 big fan-in (``sync_part``) and nothing else shared: they go last together, as the
-first would alone (the group's row, then maybe the target's: the same order for each).
-Two batches could then only deadlock over one row touched by two
+first would alone (the group's row, then maybe the target's: the same order for each);
+and finishes that each lock one counter (``OneCounter``: a target waiting for a few
+reports), last together in the order of their counters, so every batch takes those
+locks in one order. Two batches could then only deadlock over one row touched by two
 checks at once (a repeated delivery): PostgreSQL breaks that, and the fallback mends it.
 
 The fallback: when the server rejects a batch (one statement's error, a deadlock) the
@@ -65,9 +67,22 @@ MAX_SENDERS = 4
 MAX_SCAN = 8 * MAX_BATCH
 
 Row = tuple[Any, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class OneCounter:
+    """A statement's only row that other checks lock too is one sync point's counter,
+    ``key`` (a finish into a target waiting for a few reports). Such statements share a
+    batch, last and in the order of their keys: every batch then takes those locks in
+    one order, and two batches cannot wait on each other in a cycle."""
+
+    key: tuple[Any, ...]
+
+
 # The rows other checks lock too that a statement locks: None, none; a tuple, only this
-# one counter (finishes with the same key can share a batch); True, others.
-SharedKey = tuple[Any, ...] | bool | None
+# one group counter of a big fan-in (finishes with the same key can share a batch, and be
+# joined); a ``OneCounter``, only that counter; True, others.
+SharedKey = tuple[Any, ...] | OneCounter | bool | None
 
 
 def _written(found: Row, rows: Sequence[Mapping[str, Any]]) -> list[Row]:
@@ -212,15 +227,13 @@ class StatementBatcher:
                 continue
             if not statement.shared:
                 taken.append(statement)
-            elif not shared or (
-                isinstance(statement.shared, tuple) and statement.shared == shared[0].shared
-            ):
+            elif not shared or _share_a_batch(shared[0].shared, statement.shared):
                 shared.append(statement)
             else:
                 kept.append(statement)
         self._queue.extendleft(reversed(kept))
         taken.sort(key=lambda statement: statement.order)
-        shared.sort(key=lambda statement: statement.order)
+        shared.sort(key=_lock_order)
         return _joined(taken) + _joined(shared)
 
     async def _send(self, conn: Connection, batch: list[_Statement]) -> bool:
@@ -260,6 +273,21 @@ class StatementBatcher:
         except BaseException:  # cancelled (the loop is ending): nobody waits forever
             _fail(batch, StoreError("the store's event loop is ending"))
             raise
+
+
+def _share_a_batch(first: SharedKey, other: SharedKey) -> bool:
+    """Whether a statement on shared rows may follow ``first``'s in a batch: on one and
+    the same group counter, or each on one counter of its own (``OneCounter``)."""
+    if isinstance(first, OneCounter):
+        return isinstance(other, OneCounter)
+    return isinstance(first, tuple) and other == first
+
+
+def _lock_order(statement: _Statement) -> tuple[Any, ...]:
+    """Where a statement on shared rows goes among them: by its counter, then its row."""
+    if isinstance(statement.shared, OneCounter):
+        return (*statement.shared.key, statement.order)
+    return (statement.order,)
 
 
 class _Abandoned(Exception):

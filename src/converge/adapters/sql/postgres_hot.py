@@ -29,7 +29,12 @@ from psycopg.types.json import set_json_loads
 
 from converge.adapters import json_codec
 from converge.adapters.sql import tables as t
-from converge.adapters.sql.postgres_batch import Joinable, SharedKey, StatementBatcher
+from converge.adapters.sql.postgres_batch import (
+    Joinable,
+    OneCounter,
+    SharedKey,
+    StatementBatcher,
+)
 from converge.adapters.sql.postgres_loads import LoadCoalescer
 from converge.adapters.sql.postgres_pool import Connection, LoopConnections
 from converge.adapters.sql.postgres_rows import RESOURCE as _RESOURCE
@@ -415,14 +420,14 @@ def _shared_key(
 ) -> SharedKey:
     """What rows of other checks' the finish locks (``postgres_batch``): none when every
     target waits for this report only; the counter of one group of one big fan-in (many
-    such finishes can share a batch); or other sync points' counters."""
+    such finishes can share a batch); one target's counter (so can finishes that each
+    lock one); or several sync points' counters."""
     shared = [(rid, upd, part) for rid, upd, _data, expected, part in targets if expected > 1]
     if not shared:
         return None
-    if len(shared) == 1 and shared[0][2] is not None:
+    if len(shared) == 1:
         rid, upd, part = shared[0]
-        assert part is not None
-        return (rid, upd, part.part)
+        return OneCounter((rid, upd)) if part is None else (rid, upd, part.part)
     return True
 
 
