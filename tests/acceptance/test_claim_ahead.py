@@ -29,14 +29,6 @@ resources:
   e: {type: Test::Thing, depends_on: d}
 """
 
-HOOKED = """
-heat_template_version: 2021-04-16
-resources:
-  a: {type: Test::Thing}
-  b: {type: Test::Thing, depends_on: a}
-  c: {type: Test::Thing, depends_on: b}
-  d: {type: Test::Thing, depends_on: c}
-"""
 HOOK_C = "resource_registry:\n  resources:\n    c:\n      hooks: pre-create\n"
 
 
@@ -127,18 +119,20 @@ async def test_a_hooked_link_is_left_to_its_check(
     postgres_url: str, registry: PluginRegistry, reality: Reality
 ) -> None:
     """Only a plain create is claimed ahead: c waits on its pre-create hook, so b's finish
-    does not claim it (c's check pauses it); once the hook is cleared, c and d go on."""
+    does not claim it (c's check pauses it); once the hook is cleared, c goes on, and
+    d's finish claims e."""
     bus = CountingBus()
     async with running(postgres_url, registry, bus) as engine:
         cv = Converge(engine)
-        await cv.create_stack("hooked", HOOKED, environments=[HOOK_C], wait=False)
+        await cv.create_stack("hooked", CHAIN, environments=[HOOK_C], wait=False)
         await eventually(lambda: paused_at(cv, "hooked", "c", "pre-create"))
         assert engine.worker.claims_ahead == 0
         assert names(reality) == ["a", "b"]
         await cv.clear_hook("hooked", "c", "pre-create")
         done = await cv.wait("hooked")
         assert done.stack_status == "CREATE_COMPLETE"
-        assert names(reality) == ["a", "b", "c", "d"]
+        assert names(reality) == ["a", "b", "c", "d", "e"]
+        assert engine.worker.claims_ahead == 1
         assert not engine.worker._active and not engine.worker._claimed_ahead
 
 

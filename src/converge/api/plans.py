@@ -9,7 +9,7 @@ from typing import Any
 
 from converge.api.base import ConvergeBase
 from converge.api.inputs import Source, TemplateInput, _load_template, _merge
-from converge.core.decide import MISSING, Change, decide_converging
+from converge.core.decide import MISSING, Change
 from converge.core.drift import MASK, DriftStatus
 from converge.core.states import Action, Status
 from converge.core.template import Environment, ResourceDefinition, StackIdentity
@@ -17,7 +17,8 @@ from converge.core.template.nested import child_environment
 from converge.engine.context import applied_state
 from converge.engine.inputs import StoredData
 from converge.engine.operations import current_rows
-from converge.engine.worker import ActionFailed, resource_state, template_changed
+from converge.engine.worker import ActionFailed
+from converge.engine.worker.rows import converging_decision
 from converge.errors import NotFound, PluginError, TemplateError
 from converge.records import ResourceRecord, StackRecord
 from converge.views import PlannedChange
@@ -101,17 +102,8 @@ class PlansMixin(ConvergeBase):
                     raise PluginError(f"plan --converge: {failed.reason}") from None
                 observed = observation.for_decision
                 drifted = observation.drift.status == DriftStatus.MODIFIED
-            decision = decide_converging(
-                resource_state(row),
-                resource.implementation_type,
-                properties,
-                plugin.properties_schema,
-                open_properties=plugin.open_properties,
-                never_updates=plugin.never_updates,
-                observed=observed,
-                drifted=drifted,
-                converges_inside=plugin.converges_inside,
-                template_changed=template_changed(row, resource),
+            decision = converging_decision(
+                row, resource, plugin, properties, observed=observed, drifted=drifted
             )
             if decision.change == Change.UPDATE:
                 # As Heat's preview: the plugin may decide replacement itself (what its

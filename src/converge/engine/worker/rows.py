@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from converge.core.decide import ResourceState
+from converge.core.decide import MISSING, Decision, ResourceState, decide_converging
 from converge.core.drift import DriftStatus
 from converge.core.states import Action, Status
 from converge.core.template import ResourceDefinition
@@ -106,6 +106,31 @@ def _with_template_digest(data: Mapping[str, Any], resource: ResourceDefinition)
     if resource.provider_digest is None:
         return dict(data)
     return {**data, _TEMPLATE_DIGEST: resource.provider_digest}
+
+
+def converging_decision(
+    row: ResourceRecord,
+    resource: ResourceDefinition,
+    plugin: ResourcePlugin,
+    properties: Mapping[str, Any],
+    *,
+    observed: Any = MISSING,
+    drifted: bool | None = None,
+) -> Decision:
+    """What converging the row towards ``resource`` takes (``decide_converging``), with
+    what the row and the plugin say: the update phase and ``plan`` decide alike."""
+    return decide_converging(
+        resource_state(row),
+        resource.implementation_type,
+        properties,
+        plugin.properties_schema,
+        open_properties=plugin.open_properties,
+        never_updates=plugin.never_updates,
+        observed=observed,
+        drifted=drifted,
+        converges_inside=plugin.converges_inside,
+        template_changed=template_changed(row, resource),
+    )
 
 
 def template_changed(row: ResourceRecord, resource: ResourceDefinition) -> bool:

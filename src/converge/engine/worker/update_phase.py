@@ -8,7 +8,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from converge.core.decide import MISSING, Change, Decision, decide_converging, restriction
+from converge.core.decide import MISSING, Change, Decision, restriction
 from converge.core.drift import Drift, DriftStatus
 from converge.core.states import Action, Status, check_resource_transition
 from converge.core.template import ALL_ATTRIBUTES, ResourceDefinition
@@ -31,8 +31,7 @@ from converge.engine.worker.rows import (
     _text,
     _with,
     _with_template_digest,
-    resource_state,
-    template_changed,
+    converging_decision,
 )
 from converge.engine.worker.steps import StepsMixin
 from converge.errors import TemplateError
@@ -96,7 +95,14 @@ class UpdatePhaseMixin(StepsMixin, ObservingMixin, ReplacementsMixin):
             except ActionFailed as failed:
                 await self._fail_resource(stack, target, action, failed.reason)
                 return
-        decision = self._decision(target, resource, plugin, properties, observed, drift)
+        decision = converging_decision(
+            target,
+            resource,
+            plugin,
+            properties,
+            observed=observed,
+            drifted=None if drift is None else drift.status == DriftStatus.MODIFIED,
+        )
         restricted = restriction(decision, resource.restricted_actions, target.name)
         if restricted is not None:
             await self._claim_and_fail(stack, target, Action.UPDATE, restricted)
@@ -153,28 +159,6 @@ class UpdatePhaseMixin(StepsMixin, ObservingMixin, ReplacementsMixin):
             drift_checked=drift is not None,
         )
 
-    def _decision(
-        self,
-        target: ResourceRecord,
-        resource: ResourceDefinition,
-        plugin: ResourcePlugin,
-        properties: Mapping[str, Any],
-        observed: Any = MISSING,
-        drift: Drift | None = None,
-    ) -> Decision:
-        return decide_converging(
-            resource_state(target),
-            resource.implementation_type,
-            properties,
-            plugin.properties_schema,
-            open_properties=plugin.open_properties,
-            never_updates=plugin.never_updates,
-            observed=observed,
-            drifted=None if drift is None else drift.status == DriftStatus.MODIFIED,
-            converges_inside=plugin.converges_inside,
-            template_changed=template_changed(target, resource),
-        )
-
     async def _plan_ahead(
         self,
         stack: StackRecord,
@@ -196,7 +180,7 @@ class UpdatePhaseMixin(StepsMixin, ObservingMixin, ReplacementsMixin):
         if found is None:
             return None
         resource, plugin, properties, data = found
-        decision = self._decision(row, resource, plugin, properties)
+        decision = converging_decision(row, resource, plugin, properties)
         if decision.change != Change.CREATE:
             return None
         if restriction(decision, resource.restricted_actions, row.name) is not None:
