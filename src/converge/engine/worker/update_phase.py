@@ -186,12 +186,12 @@ class UpdatePhaseMixin(StepsMixin, ObservingMixin, ReplacementsMixin):
         if restriction(decision, resource.restricted_actions, row.name) is not None:
             return None
         requires = data.resource_ids()
-        acting = self._acting(row.id, stack.current_traversal)
-        if acting is None:
-            return None
         intent = {"properties_data": dict(properties), "requires": requires}
         changes, events = self._claim_columns(row, Action.CREATE, "state changed", intent)
         needed = self._needed_attributes(definition.attributes_needed(), resource, plugin)
+        acting = self._acting(row.id, stack.current_traversal)  # last: nothing raises after
+        if acting is None:
+            return None
         return AheadClaim(
             node, row, resource, plugin, properties, requires, needed, changes, events, acting
         )
