@@ -327,6 +327,10 @@ class PostgresHotPath:
                 ),
             }
             params.update(_event_params(stack_id, events, now))
+            if counted_here:
+                params["counted_ids"] = sorted(
+                    {rid for rid, _upd, _data, expected, _part in targets if expected > 1}
+                )
             if resource is not None:
                 params.update(_cas_params(resource[0], resource[1], written or {}))
             if load_next is not None:
@@ -713,5 +717,8 @@ _COUNTED = (
     "FROM cnt), "
     "(SELECT json_agg(json_build_array(p.target_resource_id, p.target_is_update, "
     f"p.received)) FROM sync_point p JOIN g ON {_TARGET_KEY} "
-    "WHERE p.traversal_id = %(traversal_id)s AND g.expected > 1)"
+    "WHERE p.traversal_id = %(traversal_id)s AND g.expected > 1 "
+    # The ids as an array too, through a sub-select (``postgres_loads``): an index scan
+    # for them, not every counter of the traversal.
+    "AND p.target_resource_id = ANY(ARRAY(SELECT unnest(%(counted_ids)s::int[]))))"
 )

@@ -35,13 +35,21 @@ _LOAD = f"SELECT {STACK_JSON}, {RESOURCE_JSON}"
 _LOAD_WITH_REPORTS = f"{_LOAD}, {_REPORTS_JSON}"
 _LOAD_GROUP = (
     f"SELECT {STACK_JSON}, "
-    "(SELECT json_agg(row_to_json(r)) FROM resource r WHERE r.id = ANY(%(resource_ids)s::int[])), "
+    # The ids go through a sub-select: the planner does not know how many, and reads them
+    # by index whatever it thinks of the table. Given as a plain array, it chose to scan
+    # the table (its statistics from before the traversal's rows were written): 7 ms for
+    # a group read of a tree of 3,000, 0.2 ms by index.
+    "(SELECT json_agg(row_to_json(r)) FROM resource r "
+    "WHERE r.id = ANY(ARRAY(SELECT unnest(%(resource_ids)s::int[])))), "
     "(SELECT json_agg(json_build_array(s.target_resource_id, s.target_is_update, "
     "s.sender_resource_id, s.sender_is_update, s.data) ORDER BY s.target_resource_id, "
     "s.target_is_update, s.sender_resource_id, s.sender_is_update) "
     "FROM json_to_recordset(%(targets)s::json) AS n(rid int, upd boolean) "
     "JOIN sync_report s ON s.traversal_id = %(traversal_id)s "
-    "AND s.target_resource_id = n.rid AND s.target_is_update = n.upd)"
+    "AND s.target_resource_id = n.rid AND s.target_is_update = n.upd "
+    # The ids as an array too, through a sub-select as above: joined with the recordset
+    # alone, the planner read every report of the traversal.
+    "WHERE s.target_resource_id = ANY(ARRAY(SELECT unnest(%(target_ids)s::int[]))))"
 )
 
 
@@ -163,6 +171,7 @@ def _statement(group: _Group) -> tuple[str, Mapping[str, Any]]:
         "traversal_id": group.traversal_id,
         "resource_ids": sorted({read.resource_id for read in group.reads}),
         "targets": json_codec.dumps([{"rid": rid, "upd": upd} for rid, upd in targets]),
+        "target_ids": sorted({rid for rid, _upd in targets}),
     }
 
 
