@@ -19,6 +19,7 @@ from converge.engine.settings import EngineSettings
 from converge.errors import StoreError
 from converge.messages import CheckResource, work_checks
 from converge.resources.registry import PluginRegistry
+from support.continuation import CountingBus
 from support.engines import running_engine
 from support.world import Reality
 
@@ -28,16 +29,6 @@ MANY = "heat_template_version: 2021-04-16\nresources:\n" + "".join(
 )
 # The loops are as good as off: nothing but the test moves the work.
 QUIET = EngineSettings(sweep_interval=3600.0, heartbeat_interval=3600.0)
-
-
-class CountingBus(LocalBus):
-    def __init__(self) -> None:
-        super().__init__()
-        self.sent: list[dict[str, Any]] = []
-
-    async def send_work(self, message: dict[str, Any], *, host: str | None = None) -> None:
-        self.sent.append(message)
-        await super().send_work(message, host=host)
 
 
 class QueueBus(LocalBus):
