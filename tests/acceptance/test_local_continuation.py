@@ -15,7 +15,7 @@ from converge.messages import CheckResource
 from converge.records import CheckInputs, FinishedNode
 from converge.resources.registry import PluginRegistry
 from support.continuation import CountingBus, names, running
-from support.world import Reality
+from support.world import Reality, eventually
 
 CHAIN = """
 heat_template_version: 2021-04-16
@@ -191,6 +191,13 @@ async def test_a_stopping_worker_hands_its_unfinished_continued_checks_back_to_t
         record = await engine.ctx.store.get_stack(stack.id)
         row = (await engine.ctx.store.list_resources(stack.id))[0]
         message = CheckResource(stack.id, record.current_traversal, row.id, True)
+
+        async def create_checks_ended() -> bool:
+            # The stack is complete once its last check's commit is: that check may still
+            # be ending (its traversal's purge) when the create returns.
+            return not engine._continued
+
+        await eventually(create_checks_ended)
         bus.sent.clear()
         assert engine.ctx.check_here is not None
         assert engine.ctx.check_here(message)
