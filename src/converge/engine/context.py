@@ -206,8 +206,9 @@ class EngineContext:
     ) -> GraphNode | None:
         """Start the checks of the nodes a finish made ready: one of them in this process
         (local continuation: a chain's next link skips the broker's round trip and another
-        worker's wake-up), the others through the bus as ``send_checks`` sends leaves, so
-        a fan-out is still spread over the workers. A node bound to another host is always
+        worker's wake-up), the others through the bus, several to a message
+        (``FAN_OUT_PER_MESSAGE``) in two messages at least, so a fan-out is still spread
+        over the workers. A node bound to another host is always
         sent to that host's queue.
 
         Crash safety is a lost message's: the finish that made the node ready is committed

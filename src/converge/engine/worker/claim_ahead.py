@@ -22,7 +22,7 @@ killed in between leaves the claim as it leaves any other: taken over once it is
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +31,7 @@ from converge.core.template import ResourceDefinition
 from converge.core.traversal import GraphNode, TraversalGraph
 from converge.engine.inputs import ReportedData
 from converge.engine.worker.base import _Acting
+from converge.engine.worker.rows import _is_paused
 from converge.errors import NotFound, TemplateError
 from converge.records import (
     CheckInputs,
@@ -91,13 +92,11 @@ def plain_create(
     row: ResourceRecord,
     resource: ResourceDefinition | None,
     reports: list[Report],
-    plugin_of: Any,
+    plugin_of: Callable[[str], ResourcePlugin],
     host: str | None,
 ) -> tuple[ResourceDefinition, ResourcePlugin, Mapping[str, Any], ReportedData] | None:
     """The definition, plugin, properties and inputs of a row whose update phase can only
     be a plain create (see the module), or None. ``plugin_of``: the registry's lookup."""
-    traversal = stack.current_traversal
-    pending = row.hook_pending
     if (
         resource is None
         or not node.is_update
@@ -109,7 +108,7 @@ def plain_create(
         or row.physical_resource_id
         or row.host not in (None, host)
         or graph.host_of(node) not in (None, host)
-        or (bool(pending) and pending.get("traversal") == traversal)  # type: ignore[union-attr]
+        or _is_paused(row, stack.current_traversal)
         or "pre-create" in resource.hooks
         or stack.converge_names is not None
     ):
