@@ -555,6 +555,17 @@ def cases(args: argparse.Namespace) -> list[Case]:
     return found
 
 
+def shapes(text: str) -> list[str]:
+    """``--shapes``: names from ``SHAPED``, comma-separated; an unknown one is an error."""
+    found = [shape.strip() for shape in text.split(",") if shape.strip()]
+    unknown = sorted(set(found) - set(SHAPED))
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown shape {', '.join(unknown)}: use {', '.join(SHAPED)}"
+        )
+    return found
+
+
 def sizes(text: str) -> list[int]:
     return [int(size) for size in text.split(",") if size.strip() and int(size)]
 
@@ -696,7 +707,7 @@ def main() -> None:
     parser.add_argument("--chain", type=int, default=1000, help="chain length (1000)")
     parser.add_argument(
         "--shapes",
-        type=lambda text: [shape for shape in text.split(",") if shape],
+        type=shapes,
         default=list(SHAPED),
         help="dependency shapes of the shaped cases (tree,pairs)",
     )
