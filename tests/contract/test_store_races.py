@@ -23,7 +23,7 @@ from converge.adapters.sql.store import SqlStore
 from converge.core.baseline import observation
 from converge.core.traversal import GraphNode, TraversalGraph
 from converge.messages import ChangeKind
-from converge.records import NewResource, ResourceRecord, ServiceRecord
+from converge.records import ClaimAhead, NewResource, ResourceRecord, ServiceRecord
 from support.store_rows import fan_in_of, finish_into_fan_in, named, new_stack, stack_with_rows
 
 PROCESSES = 4
@@ -443,3 +443,39 @@ async def test_a_purge_waits_for_an_operation_starting_with_an_old_template(
     await asyncio.wait_for(purging, 10)
     assert (await purging_store.get_template(old)).template == {"a": 1}
     assert (await purging_store.get_stack(stack_id)).raw_template_id == old
+
+
+async def test_a_claim_made_ahead_and_a_claim_of_the_same_row_win_once(
+    stores: list[SqlStore],
+) -> None:
+    """A finish that claims its successor ahead (``claim_next``) races another process's
+    claim of that successor's row, both on the key they read: exactly one of them holds
+    the row (a store that never claims ahead lets the plain claim win)."""
+    new = [NewResource(f"r{i}", "T") for i in range(2 * ROUNDS)]
+    stack_id, rows = await stack_with_rows(stores[0], new, traversal="t", in_progress=True)
+    for round_ in range(ROUNDS):
+        sender, successor = rows[2 * round_], rows[2 * round_ + 1]
+        node = GraphNode(successor.id, True)
+        claim = {"engine_id": "ahead", "action": "CREATE", "status": "IN_PROGRESS"}
+        finishing = stores[round_ % PROCESSES].finish_node(
+            stack_id,
+            "t",
+            GraphNode(sender.id, True),
+            resource_id=sender.id,
+            expected_key=sender.atomic_key,
+            changes={"status_reason": "done"},
+            reports={node: {"from": sender.id}},
+            expected_counts={node: 1},
+            load_next=node,
+            claim_next=ClaimAhead(successor.id, successor.atomic_key, claim, []),
+        )
+        plain = stores[(round_ + 1) % PROCESSES].update_resource(
+            successor.id, successor.atomic_key, {"engine_id": "plain"}
+        )
+        finished, claimed = await asyncio.gather(finishing, plain)
+        won = [finished.claimed_next is not None, claimed is not None]
+        assert finished.stored and won.count(True) == 1, (round_, won)
+        row = await stores[0].get_resource(successor.id)
+        assert row is not None
+        assert row.engine_id == ("ahead" if won[0] else "plain")
+        assert row.atomic_key == successor.atomic_key + 1
